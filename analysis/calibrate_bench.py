@@ -314,19 +314,20 @@ def predict_seed(case: FitCase, profile: Any, k: int) -> dict[str, Any]:
     ``case.scenario.seed + k``; the ITL one gap per streamed chunk when the run's client
     records it so (:func:`sim.bench_serving.itl_per_chunk`), and the peak output tokens per
     second one token per chunk when its raw ITLs are per chunk
-    (:func:`sim.bench_serving.details_itl_per_chunk`); requests the server rejected counted
-    completed where the run's client counts them so (:func:`sim.bench_serving.rejects_counted`)."""
+    (:func:`sim.bench_serving.details_itl_per_chunk`); requests the server rejected
+    and aborted counted as the run's client counts them (:func:`sim.bench_serving.client_counting`)."""
     from specsched.sim.bench_serving import (
+        client_counting,
         client_record,
         details_itl_per_chunk,
         itl_per_chunk,
-        rejects_counted,
     )
     from specsched.sim.engine import run_scenario
 
     run = run_scenario(case.scenario, seed=case.scenario.seed + k, profile=profile, warn=False)
     _keep_range_notes(run.extra["range_notes"])
-    return client_record(run, itl_per_chunk(case.run), details_itl_per_chunk(case.run), rejects_counted(case.run))
+    return client_record(run, itl_per_chunk(case.run), details_itl_per_chunk(case.run),
+                         client_counting(case.run))
 
 
 _RANGE_NOTES: list[Any] = []

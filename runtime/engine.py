@@ -110,8 +110,10 @@ class LoopHost:
 
     def _reset_loop_host(self, specs: list, seed: int) -> None:
         self.rec = Recorder("full")
-        # rows the server rejects (sim/served.py trace_aborts) run as SGLang's abort and count as failed
+        # rows the server rejects (sim/served.py trace_aborts) count as failed: the scheduler's
+        # run as SGLang's abort, the tokenizer's never reach the scheduler (_recv)
         self.rec.mark_aborted({s.index: s.abort for s in specs if s.abort is not None})
+        self.rec.mark_no_text(s.index for s in specs if s.prefill_only)   # served prefill only, no text
         self.clients = Clients(self.scenario, specs, seed)
         self.specs = specs
         self._blocked = 0.0
@@ -190,10 +192,23 @@ class LoopHost:
         out = []
         # the timer starts when the client sent it (bench_serving), not when the loop polls:
         # a request that arrives while the host issues a forward or blocks waits in between
-        for i, sent in self.clients.due_timed(now):
-            s = self.specs[i]
-            self.rec.request_sent(s.index, s.input_len, s.output_len, sent)
-            out.append(scheduler_request(s, self.scenario.workload.ignore_eos))
+        due = self.clients.due_timed(now)
+        while due:
+            rejected = 0
+            for i, sent in due:
+                s = self.specs[i]
+                self.rec.request_sent(s.index, s.input_len, s.output_len, sent)
+                if s.tokenizer_reject:
+                    # the tokenizer's rejection never reaches the scheduler (sim/served.py
+                    # tokenizer_rejections): its error returns at once, its slot frees
+                    self.clients.finished(sent)
+                    self.remaining -= 1
+                    rejected += 1
+                    if self._bar is not None:
+                        self._bar.update(1)
+                    continue
+                out.append(scheduler_request(s, self.scenario.workload.ignore_eos))
+            due = self.clients.due_timed(now) if rejected else []
         return out
 
     def _pass(self, sched: Scheduler) -> None:

@@ -1509,62 +1509,147 @@ def details_itl_per_chunk(run: BenchRun) -> bool:
     return isinstance(backend, str) and backend not in SPLIT_ITL_BACKENDS and not backend.startswith("specsched-")
 
 
-REJECT_COUNTED_BACKENDS = frozenset({"sglang", "sglang-native"})
-"""SGLang bench_serving backends whose client counts a request the server rejects as
-completed: the native ``/generate`` route streams the rejection with HTTP 200 (SGLang 0.5.23
-srt/entrypoints/http_server.py ``generate_request``: the tokenizer's ValueError caught inside
-the stream and sent as an ``{"error": ...}`` message; the scheduler's abort sent as the
-request's last output, no text), and ``async_request_sglang_generate`` (benchmark/serving.py)
-sets ``success`` at the stream's end, keeping ``ttft`` 0.0, no ITL and its initial
-``output_len``, the asked ``max_new_tokens``. The OpenAI routes check a request before
-answering 200 (serving_completions.py ``_handle_streaming_request`` kick-starts the stream "to
-trigger validation before HTTP 200 is sent"), so their clients count a rejection failed, as
-specsched's own results do."""
+OOM_ABORT_MESSAGE = ("Out of memory even after retracting all other requests in the decode batch. "
+                     "Aborting the last request.")
+"""SGLang 0.5.23's error for a request aborted out of memory (managers/schedule_batch.py
+``ScheduleBatch.retract_decode``, status 500), streamed in an error chunk on the OpenAI routes."""
 
 
-def rejects_counted(run: BenchRun) -> bool:
-    """The line's client counted the requests the server rejected as completed
-    (:data:`REJECT_COUNTED_BACKENDS`)."""
-    return run.args.get("backend") in REJECT_COUNTED_BACKENDS
+@dataclass(frozen=True)
+class ClientCounting:
+    """How a bench_serving line's client counted the requests the server did not serve whole
+    (:func:`client_counting` of the line; the prediction compared with it counts them alike).
+
+    Attributes:
+        tokenizer_rejects_completed: a request the tokenizer rejected (a prompt or prompt +
+            output past the context, an empty prompt: sim/served.py ``tokenizer_rejections``)
+            counted completed, TTFT 0.0, its asked output length; else failed.
+        scheduler_aborts_completed: a request the scheduler aborted on arrival
+            (``validate_input_length``: a prompt of ``max_req_input_len`` or more) likewise.
+        oom_aborts: a request aborted out of memory mid-stream: ``"tokens"`` completed with
+            the tokens it got, ``"asked"`` completed with the output length it asked (its TTFT
+            and gaps those of the chunks it got), ``"failed"`` failed.
+    """
+
+    tokenizer_rejects_completed: bool = False
+    scheduler_aborts_completed: bool = False
+    oom_aborts: str = "tokens"
 
 
-def _rejects_as_completed(run: Any) -> Any:
-    """``run`` as a client of :data:`REJECT_COUNTED_BACKENDS` records it: each request the
-    server rejected (the requests table's ``error``) a completed one of TTFT 0.0, latency 0
-    (its rejection returns at once: the start stands in, as for the run's duration,
-    :func:`sim.metrics.summarize`), the output length it asked for and no ITL; the summary's
-    counts, throughputs and TTFT, TPOT and E2E statistics taken again over them (the ITL
-    statistics unchanged: a rejection adds no gap). ``run`` itself when it has none."""
+NATIVE_COUNTING = ClientCounting(True, True, "tokens")
+"""``sglang``/``sglang-native`` (``async_request_sglang_generate``, the /generate route): every
+rejection arrives inside an HTTP 200 stream (SGLang 0.5.23 srt/entrypoints/http_server.py
+``generate_request``: the tokenizer's ValueError caught inside the stream and sent as an
+``{"error": ...}`` message; the scheduler's abort sent as the request's last output, no text)
+and the client sets ``success`` at the stream's end, keeping ``ttft`` 0.0, no ITL and its
+initial ``output_len``, the asked ``max_new_tokens``; an out-of-memory abort's stream ends
+with no text either, so it keeps the ``completion_tokens`` of its last text chunk."""
+
+CHAT_COUNTING = ClientCounting(False, True, "asked")
+"""``sglang-oai-chat`` (``async_request_openai_chat_completions``): the route kick-starts its
+stream before answering 200 (serving_chat.py ``_handle_streaming_request``), so the
+tokenizer's ValueError is an HTTP 400, a failed request. The scheduler's aborts come back as
+outputs: ``_generate_chat_stream`` streams one whose finish reason carries a status (both the
+scheduler's 400 and the out-of-memory 500: the HTTPStatus survives the pickled IPC,
+environ.py ``SGLANG_USE_PICKLE_IPC`` on) as a ``data: {"error": ...}`` chunk after HTTP 200.
+The client skips a chunk without ``choices`` and sets ``success`` at the stream's end; its
+``output_len`` changes only on a chunk with ``usage``, which the route sends only when asked
+(``should_include_usage``: no ``stream_options`` from the client,
+``stream_response_default_include_usage`` off), so both count completed with the asked
+length, the out-of-memory one with the TTFT and gaps of the tokens it got."""
+
+COMPLETIONS_COUNTING = ClientCounting(False, False, "failed")
+"""``sglang-oai`` (``async_request_openai_completions``): the tokenizer's ValueError is an
+HTTP 400 as on the chat route (serving_completions.py ``_handle_streaming_request``); the
+scheduler's aborts come back as the ``data: {"error": ...}`` chunk
+(``_generate_completion_stream``), on which the client's ``data["choices"][0]["text"]``
+raises a KeyError: ``success`` False, whatever tokens arrived before it."""
+
+BACKEND_COUNTING = {"sglang": NATIVE_COUNTING, "sglang-native": NATIVE_COUNTING,
+                    "sglang-oai-chat": CHAT_COUNTING, "sglang-oai": COMPLETIONS_COUNTING}
+"""SGLang 0.5.23 bench_serving backend -> how its client counts (benchmark/serving.py
+``ASYNC_REQUEST_FUNCS``). Any other line (specsched's own, another client) is compared as
+specsched's results record a run: rejections failed, out-of-memory aborts completed with the
+tokens they got (``ClientCounting()``)."""
+
+
+def client_counting(run: BenchRun) -> ClientCounting:
+    """How the line's client counted the requests the server rejected or aborted
+    (:data:`BACKEND_COUNTING` of its ``backend``; ``ClientCounting()`` for any other)."""
+    return BACKEND_COUNTING.get(run.args.get("backend"), ClientCounting())
+
+
+def _as_client_counts(run: Any, counting: ClientCounting) -> Any:
+    """``run`` as a client that counts by ``counting`` records it. A request the server
+    rejected (the requests table's ``error``) that this client counts completed becomes a
+    completed one of TTFT 0.0, latency 0 (its rejection returns at once: the start stands
+    in, as for the run's duration, :func:`sim.metrics.summarize`), the output length it asked
+    for and no ITL; which rejections are the tokenizer's is read from SGLang's error text
+    (sim/served.py ``is_tokenizer_rejection``). A request aborted out of memory (the
+    requests table's ``oom_abort_asked_len``) keeps the output length it asked
+    (``"asked"``) or fails with SGLang's error (``"failed"``: its chunks leave the ITL). The
+    summary's counts, throughputs and latency statistics are taken again over the rows; the
+    ITL statistics too where chunks were dropped (else unchanged: a rejection adds no gap).
+    ``run`` itself when nothing changes."""
     from types import SimpleNamespace
 
     from specsched.sim.metrics import summarize
     from specsched.sim.records import empty_table
+    from specsched.sim.served import is_tokenizer_rejection
     from specsched.sim.tables import Columns
 
     req = _table(run, "requests")
-    if req is None or not len(req) or "error" not in req.columns:
+    if req is None or not len(req):
         return run
-    failed = np.array([bool(e) for e in column(req, "error").tolist()], dtype=bool)
-    if not failed.any():
+    n = len(req)
+    errors = column(req, "error").tolist() if "error" in req.columns else [""] * n
+    rejected = np.array([bool(e) for e in errors], dtype=bool)
+    by_tokenizer = np.array([bool(e) and is_tokenizer_rejection(e) for e in errors], dtype=bool)
+    counted = rejected & np.where(by_tokenizer, counting.tokenizer_rejects_completed,
+                                  counting.scheduler_aborts_completed)
+    asked = (np.asarray(column(req, "oom_abort_asked_len"), dtype=np.int64) if "oom_abort_asked_len" in req.columns
+             else np.full(n, -1, np.int64))
+    oom = (asked >= 0) & ~rejected if counting.oom_aborts != "tokens" else np.zeros(n, bool)
+    if not counted.any() and not oom.any():
         return run
-    cols = {c: np.array(column(req, c), copy=True) for c in req.columns if c != "error"}
+    cols = {c: np.array(column(req, c), copy=True) for c in req.columns}
     start = column(req, "start_s", float)
-    for c in ("finish_s", "e2e_s"):
+    for c in ("finish_s", "e2e_s", "ttft_s", "tpot_s", "first_token_s"):
         cols[c] = cols[c].astype(float)
-    cols["finish_s"][failed] = start[failed]
-    cols["e2e_s"][failed] = 0.0
-    cols["ttft_s"][failed] = 0.0
-    cols["tpot_s"][failed] = np.where(cols["output_len"][failed] > 1, 0.0, np.nan)
-    folded = Columns(cols)
+    cols["finish_s"][counted] = start[counted]
+    cols["e2e_s"][counted] = 0.0
+    cols["ttft_s"][counted] = 0.0
+    cols["tpot_s"][counted] = np.where(cols["output_len"][counted] > 1, 0.0, np.nan)
+    errors = ["" if c else e for e, c in zip(errors, counted.tolist(), strict=True)]
     chunks = _table(run, "chunks")
+    dropped = False
+    if counting.oom_aborts == "asked":
+        cols["output_len"][oom] = asked[oom]
+        ttft, e2e, tpot = (np.asarray(x, float) for x in (cols["ttft_s"], cols["e2e_s"], cols["tpot_s"]))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            tpot[oom] = np.where(asked[oom] > 1, (e2e[oom] - ttft[oom]) / (asked[oom] - 1), np.nan)
+        cols["tpot_s"] = tpot
+    elif counting.oom_aborts == "failed":
+        for c in ("first_token_s", "finish_s", "ttft_s", "e2e_s", "tpot_s"):
+            cols[c][oom] = np.nan
+        errors = [OOM_ABORT_MESSAGE if o else e for e, o in zip(errors, oom.tolist(), strict=True)]
+        if chunks is not None and len(chunks):
+            keep = ~np.isin(column(chunks, "rid"), column(req, "rid")[oom])
+            chunks = Columns({c: np.asarray(column(chunks, c))[keep] for c in chunks.columns})
+            dropped = True
+    cols.pop("error", None)
+    if any(errors):
+        cols["error"] = np.array(errors, dtype=object)
+    folded = Columns(cols)
     again = summarize(folded, chunks if chunks is not None else empty_table("chunks"), empty_table("steps"))
-    keep = {k for k in METRIC_KEYS if "_itl_ms" not in k and k != "accept_length"}
-    summary = dict(run.summary or {}) | {k: v for k, v in again.items() if k in keep}
+    keep = {k for k in METRIC_KEYS if (dropped or "_itl_ms" not in k) and k != "accept_length"}
+    summary = {k: v for k, v in dict(run.summary or {}).items() if k != "requests_aborted"}
+    summary |= {k: v for k, v in again.items() if k in keep or k == "requests_aborted"}
     return SimpleNamespace(summary=summary, requests=folded, chunks=chunks, scenario=run.scenario, derived=None)
 
 
 def client_record(run: Any, per_chunk_itl: bool, per_chunk_tokens: bool | None = None,
-                  rejects_completed: bool = False) -> dict[str, Any]:
+                  counting: ClientCounting | None = None) -> dict[str, Any]:
     """A predicted run's bench_serving metrics (:func:`bench_record` without details) as the
     measured line's client records them: with ``per_chunk_itl`` (:func:`itl_per_chunk` of the
     line) the ITL statistics are one gap per streamed chunk; with ``per_chunk_tokens``
@@ -1574,12 +1659,13 @@ def client_record(run: Any, per_chunk_itl: bool, per_chunk_tokens: bool | None =
     request's ``itl`` list (SGLang 0.5.23 benchmark/serving.py ``calculate_metrics``; vllm
     bench serve's is the same loop): with speculative decoding a chunk is a verify cycle's
     accepted block, and the token count read such a line's peak several times high. With
-    ``rejects_completed`` (:func:`rejects_counted` of the line) the requests the server
-    rejected count as that client counts them (:func:`_rejects_as_completed`)."""
+    ``counting`` (:func:`client_counting` of the line) the requests the server rejected or
+    aborted count as that client counts them (:func:`_as_client_counts`); None: as the run
+    records them."""
     from specsched.sim.metrics import itl_stats
 
-    if rejects_completed:
-        run = _rejects_as_completed(run)
+    if counting is not None:
+        run = _as_client_counts(run, counting)
     rec = bench_record(run, details=False)
     chunks = _table(run, "chunks")
     if per_chunk_itl:

@@ -192,12 +192,7 @@ class PDEngine(SimEngine):
         turn, a random draw: it picks before it forwards, as the request both servers get
         carries the prefill server's bootstrap address), but it holds no server.
         Its row counts as failed (:meth:`sim.records.Recorder.mark_aborted`)."""
-        ev = self._finish_events.pop(rid, None)
-        self._remaining -= 1
-        if ev is not None:
-            ev.succeed()
-        if self._remaining == 0 and not self.all_done.triggered:
-            self.all_done.succeed()
+        super()._retire_rejected(rid)
 
     def _open_arrivals(self, times: np.ndarray) -> None:
         """Open arrivals reach the router (not one host's inbox): a process routes each at its

@@ -177,6 +177,7 @@ class SimEngine(Clients, EngineStretch):
         self.rec = Recorder(records)
         if w.kind == "trace":   # rows the server rejects (sim/served.py trace_aborts) count as failed
             self.rec.mark_aborted({s.index: s.abort for s in self.specs if s.abort is not None})
+            self.rec.mark_no_text(s.index for s in self.specs if s.prefill_only)   # cut to max_new_tokens 0
         self._tokenizer_free = 0.0
         self._finish_events: dict[int, simpy.Event] = {}
         self._remaining = len(self.specs)
@@ -218,6 +219,7 @@ class SimEngine(Clients, EngineStretch):
         # open arrivals (Poisson or trace without max_concurrency): no SimPy process; the
         # host takes them from these lists when its clock reaches them (_take_arrivals)
         self._arrive_at: list[float] = []   # time each request reaches the scheduler (s)
+        self._arrive_specs: list = []       # ... and the request (the tokenizer's rejections left out)
         self._sent_at: list[float] = []     # ... and the time its client sent it (s)
         self._arrived = 0                   # how many have reached the scheduler
         self._next_arrival = math.inf       # _arrive_at[_arrived], inf when all have

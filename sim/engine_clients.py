@@ -35,6 +35,13 @@ class Clients:
         done = self.env.event()
         self._finish_events[spec.index] = done
         self._tokenizer_free = max(now, self._tokenizer_free) + self._ingest_s(spec)
+        if spec.tokenizer_reject:   # its error returns when the tokenizer is done with it
+            if self._tokenizer_free <= now:
+                self._retire_rejected(spec.index)
+            else:
+                ev = self.env.timeout(self._tokenizer_free - now)
+                ev.callbacks.append(lambda _e, rid=spec.index: self._retire_rejected(rid))
+            return done
         req = self._req(spec)
         if self._tokenizer_free <= now:
             self._arrive(req)
@@ -42,6 +49,20 @@ class Clients:
             ev = self.env.timeout(self._tokenizer_free - now)
             ev.callbacks.append(lambda _e, r=req: self._arrive(r))
         return done
+
+    def _retire_rejected(self, rid: int) -> None:
+        """Request ``rid`` ends now without reaching a scheduler: the tokenizer rejected it
+        (``RequestSpec.tokenizer_reject``, sim/served.py ``tokenizer_rejections``: SGLang
+        0.5.23 tokenizer_manager.py ``_validate_one_request`` raises before
+        ``_send_one_request``), so no extend runs and no KV is held for it. The client gets
+        its error at once (a closed-loop or max_concurrency slot frees); its row counts as
+        failed (:meth:`sim.records.Recorder.mark_aborted`)."""
+        ev = self._finish_events.pop(rid, None)
+        self._remaining -= 1
+        if ev is not None:
+            ev.succeed()
+        if self._remaining == 0 and not self.all_done.triggered:
+            self.all_done.succeed()
 
     def _ingest_s(self, spec: RequestSpec) -> float:
         """Seconds ``spec`` holds the tokenizer FIFO: ``host.ingest_per_request_s`` plus
@@ -109,17 +130,27 @@ class Clients:
         every request's arrival time is known now: its send time, then the tokenizer FIFO
         (the times :meth:`_send` gives). The host takes each one when its clock reaches it
         (:meth:`_take_arrivals`): no SimPy process or event per request, and the host never
-        hands control to SimPy for an arrival."""
+        hands control to SimPy for an arrival. A request the tokenizer rejects
+        (``RequestSpec.tokenizer_reject``) holds the FIFO but never reaches the scheduler:
+        it has no arrival, and nobody waits for it."""
         h = self.profile.host
         per_req, per_tok = h.ingest_per_request_s, h.ingest_per_token_s
         free = self._tokenizer_free
         sent = times.tolist()
         arrive = []
+        reaching = []
         for spec, t_send in zip(self.specs, sent, strict=True):
             free = max(t_send, free) + per_req + per_tok * spec.input_len   # :meth:`_ingest_s`
+            if spec.tokenizer_reject:
+                self._remaining -= 1
+                continue
             arrive.append(t_send + (free - t_send))
+            reaching.append(spec)
         self._tokenizer_free = free
         self._sent_at, self._arrive_at = sent, arrive
+        self._arrive_specs = reaching if len(reaching) < len(self.specs) else self.specs
+        if self._remaining == 0 and not self.all_done.triggered:
+            self.all_done.succeed()
         # each client's timer starts at its send time, known now: the rows at once, in the
         # order the requests reach the scheduler (_take_arrivals takes them in index order)
         specs = self.specs
@@ -131,10 +162,10 @@ class Clients:
         """The open arrivals due by the host's clock reach the scheduler's inbox, in arrival
         order (each client's timer started at its send time). A request that arrives at the
         very time of a receive is taken by it."""
-        t, i, arrive = self._t, self._arrived, self._arrive_at
+        t, i, arrive, specs = self._t, self._arrived, self._arrive_at, self._arrive_specs
         n = len(arrive)
         while i < n and arrive[i] <= t:
-            self.inbox.append(self._req(self.specs[i]))   # its row is already recorded (_open_arrivals)
+            self.inbox.append(self._req(specs[i]))   # its row is already recorded (_open_arrivals)
             i += 1
         self._arrived = i
         self._next_arrival = arrive[i] if i < n else math.inf

@@ -100,8 +100,9 @@ def ceil_page(n: int, page_size: int) -> int:
 
 
 def reserved_decode_tokens(req: Req) -> int:
-    """Tokens a running request may still need: min(max_new - out, CLIP_MAX_NEW_TOKENS)."""
-    return min(max(req.remaining_output, 0), CLIP_MAX_NEW_TOKENS)
+    """Tokens a running request may still need: min(max_new - out, CLIP_MAX_NEW_TOKENS)
+    (``max_new`` SGLang's: :attr:`sim.request.Req.admission_max_new`)."""
+    return min(max(req.admission_max_new - req.output_len, 0), CLIP_MAX_NEW_TOKENS)
 
 
 def admitted_output_reservation(req: Req) -> int:
@@ -111,8 +112,9 @@ def admitted_output_reservation(req: Req) -> int:
     ``PrefillAdder._select_prefill_admission`` / ``add_chunked_req`` pass
     ``min(req.sampling_params.max_new_tokens, CLIP_MAX_NEW_TOKENS)`` to
     ``_update_prefill_budget``). The admission check itself asks only for what is left
-    (:func:`reserved_decode_tokens`)."""
-    m = req.max_new_tokens
+    (:func:`reserved_decode_tokens`). 0 for a request that asked no output
+    (:attr:`sim.request.Req.admission_max_new`)."""
+    m = req.admission_max_new
     return m if m < CLIP_MAX_NEW_TOKENS else CLIP_MAX_NEW_TOKENS
 
 
@@ -129,8 +131,9 @@ def running_reservation(running: list[Req], new_token_ratio: float, ignore_eos_f
     # reserved_decode_tokens inlined (once per running request per pass): the same sum of
     # the same terms in the same order
     for r in running:
-        left = r.max_new_tokens - r.output_len
-        if left <= 0:  # finished (not filtered yet): reserves nothing
+        # SGLang's max_new_tokens: 0 for a request that asked none (Req.admission_max_new)
+        left = r.max_new_tokens - r.asked_no_output - r.output_len
+        if left <= 0:  # finished (not filtered yet), or asked no output: reserves nothing
             continue
         ratio = 1.0 if ignore_eos_full and r.ignore_eos else new_token_ratio
         total += (left if left < clip else clip) * ratio
@@ -334,7 +337,7 @@ class PrefillAdder:
         page = self.page_size
         extend = req.input_len + req.output_len - req.prefill_done
         input_tokens = -(-extend // page) * page
-        left = req.max_new_tokens - req.output_len
+        left = req.max_new_tokens - req.asked_no_output - req.output_len   # Req.admission_max_new inlined
         new = left if 0 <= left <= CLIP_MAX_NEW_TOKENS else (0 if left < 0 else CLIP_MAX_NEW_TOKENS)
         # the KV check takes the raw extend; only the charge below is page-rounded
         # (0.5.23 add_one_req: total_tokens = extend + max_new + per_req_token_overhead)
@@ -387,8 +390,9 @@ class PrefillAdder:
     def _eos_state(self, r: Req) -> tuple[float, int] | None:
         """(tokens left, tokens held) of one request for :meth:`add_one_req_ignore_eos`:
         max_new x ratio - output (ratio 1.0 for an ignore_eos request, else
-        new_token_ratio; not clipped) and prompt + output; None when nothing is left."""
-        left = r.max_new_tokens * (1.0 if r.ignore_eos else self.new_token_ratio) - r.output_len
+        new_token_ratio; not clipped; ``max_new`` SGLang's, 0 for a request that asked no
+        output) and prompt + output; None when nothing is left."""
+        left = r.admission_max_new * (1.0 if r.ignore_eos else self.new_token_ratio) - r.output_len
         return (left, r.input_len + r.output_len) if left > 0 else None
 
     def _eos_states_with(self, req: Req) -> list[tuple[float, int]]:
@@ -440,8 +444,7 @@ class PrefillAdder:
         if paged > min(self.rem_current_tokens, self.rem_total_tokens):
             return NO_TOKEN
         if self.swa_rem is not None:
-            left = req.max_new_tokens - req.output_len
-            new = min(max(left, 0), CLIP_MAX_NEW_TOKENS)
+            new = reserved_decode_tokens(req)
             if self._swa_tokens(extend, new, self.rem_chunk_tokens) > self.swa_rem:
                 return NO_TOKEN
         else:

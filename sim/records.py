@@ -46,10 +46,13 @@ TABLE_COLUMNS: dict[str, list[str]] = {
     "requests": REQUEST_COLUMNS, "chunks": CHUNK_COLUMNS, "steps": STEP_COLUMNS, "timeseries": TIMESERIES_COLUMNS,
 }
 """Table name -> the columns a run writes (the parquet file is ``<name>.parquet``)."""
-OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"steps": ("part", "decoding_reqs"), "requests": ("error",)}
+OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"steps": ("part", "decoding_reqs"),
+                                                "requests": ("error", "oom_abort_asked_len")}
 """Columns added after the format's first version: a reader does not require them. A run
 writes ``requests.error`` only when the server rejected a request (the error text; "" for
-the others): :meth:`Recorder.mark_aborted`."""
+the others): :meth:`Recorder.mark_aborted`; ``requests.oom_abort_asked_len`` only when the
+server aborted a request out of memory (the output it asked; -1 for the others):
+:meth:`Recorder.end_early`."""
 LEVELS = ("full", "compact")
 MODES = ("extend", "decode", "verify", "mixed")
 _NAN = float("nan")
@@ -104,6 +107,8 @@ class Recorder:
         self._first, self._finish = new_column("d"), new_column("d")   # NaN until known
         self._last = new_column("d")  # last delivery time (compact ITL), NaN before the first
         self._aborted: dict[int, str] = {}   # rid -> the error the server returned (mark_aborted)
+        self._oom_asked: dict[int, int] = {}   # rid -> the output it asked, aborted out of memory (end_early)
+        self._no_text: set[int] = set()   # rids served prefill only, no text to the client (mark_no_text)
         # full: row columns
         self._c_rid, self._c_t, self._c_n = new_column("q"), new_column("d"), new_column("q")
         self._s_int = [new_column("q") for _ in range(6)]   # step, mode, part, bs, ext tokens, (spare)
@@ -186,7 +191,12 @@ class Recorder:
         (benchmark/serving.py ``async_request_sglang_generate``) starts ``output_len`` at the
         request's ``max_new_tokens`` and updates it only on a chunk with text, so a stream
         ended before its first token is a success of that length with TTFT 0.0 (its row has
-        no first token: :func:`sim.metrics.request_latencies`)."""
+        no first token: :func:`sim.metrics.request_latencies`). The output each asked is kept
+        in the requests table's ``oom_abort_asked_len`` (-1 for the other rows), for the
+        clients that count such a request otherwise (:func:`sim.bench_serving.client_counting`)."""
+        if output_lens:
+            out = self._v(self._out, "i8")
+            self._oom_asked.update({rid: int(out[self._row_of[rid]]) for rid in output_lens})
         got = {rid: n for rid, n in output_lens.items() if n > 0}
         if got:
             rids = np.fromiter(got, np.int64, len(got))
@@ -195,12 +205,22 @@ class Recorder:
     def mark_aborted(self, errors: dict[int, str]) -> None:
         """Requests the server rejects (rid -> the error text it returns; set before the run,
         :func:`sim.served.trace_aborts`). They run as SGLang runs an aborted request, but a
-        client counts them as failed, as bench_serving's OpenAI-route clients do (``success``
-        False; its native client counts them completed, :func:`sim.bench_serving.client_record`
-        ``rejects_completed``): their rows
+        client counts them as failed, as bench_serving's ``sglang-oai`` client does (``success``
+        False; its native client counts them completed, its ``sglang-oai-chat`` client the
+        scheduler's aborts: :func:`sim.bench_serving.client_counting`): their rows
         have no first token and no finish (so no latency and not ``completed``), their
         deliveries are dropped, and the requests table gains an ``error`` column."""
         self._aborted.update(errors)
+
+    def mark_no_text(self, rids: Any) -> None:
+        """Requests the server serves prefill only though their client asked for output (SGLang
+        cut their ``max_new_tokens`` to 0: sim/served.py ``auto_truncated``; set before the run):
+        the prefill's token is capped at ``finished_len`` 0 (schedule_batch.py
+        ``Req.check_finished``), so their stream brings no text. Their rows keep the output
+        length asked (bench_serving's client starts ``output_len`` there and changes it only on
+        a chunk with text) and the finish, with no first token (TTFT 0.0,
+        :func:`sim.metrics.request_latencies`), and their deliveries are dropped."""
+        self._no_text.update(rids)
 
     # ------------------------------------------------------------ deliveries
     def delivered(self, rid: int, t: float, n: int, finished: bool) -> None:
@@ -505,6 +525,10 @@ class Recorder:
         v = self._v
         rid = v(self._rid, "i8").copy()
         start, first, fin, out = v(self._start), v(self._first), v(self._finish), v(self._out, "i8")
+        silent = np.isin(rid, np.fromiter(self._no_text, np.int64, len(self._no_text))) if self._no_text else None
+        if silent is not None:   # served prefill only (mark_no_text): no text, so no first token
+            first = first.copy()
+            first[silent] = np.nan
         ttft, e2e, tpot = request_latencies(start, first, fin, out)
         lvl = np.full(n, np.nan)
         cyc = np.zeros(n, np.int64)
@@ -528,6 +552,9 @@ class Recorder:
         order = self._by_writer(0, len(chunk_cols["rid"]))
         if order is not None:
             chunk_cols = {k: c[order] for k, c in chunk_cols.items()}
+        if silent is not None:
+            keep = ~np.isin(chunk_cols["rid"], rid[silent])
+            chunk_cols = {k: c[keep] for k, c in chunk_cols.items()}
         if self._aborted:
             # failed requests (mark_aborted): no latency, not completed, no deliveries
             failed = np.isin(rid, np.fromiter(self._aborted, np.int64, len(self._aborted)))
@@ -536,6 +563,8 @@ class Recorder:
             cols["error"] = np.array([self._aborted.get(r, "") for r in rid.tolist()], dtype=object)
             keep = ~np.isin(chunk_cols["rid"], rid[failed])
             chunk_cols = {k: c[keep] for k, c in chunk_cols.items()}
+        if self._oom_asked:
+            cols["oom_abort_asked_len"] = np.array([self._oom_asked.get(r, -1) for r in rid.tolist()], dtype=np.int64)
         req = Columns(cols)
         chunks = Columns(chunk_cols)
         s, f = self._s_int, self._s_f

@@ -79,6 +79,14 @@ class Req:
         routing_key: the key the client sent with the request (SGLang ``Req.routing_key``,
             from ``GenerateReqInput.routing_key``); None: sent without one. Read by the
             routing-key order (:class:`sim.schedule_policy.RoutingKey`).
+        asked_no_output: the client asked ``max_new_tokens`` 0 (a trace row of 0 output
+            tokens). The request still makes its prefill's one token here
+            (``max_new_tokens`` 1: SGLang's forward gives it one and ``Req.check_finished``
+            ends it there), but every budget reads SGLang's ``sampling_params.max_new_tokens``
+            of 0 (:attr:`admission_max_new`): no output is reserved at admission
+            (schedule_policy.py ``PrefillAdder.add_one_req``, ``add_one_req_ignore_eos``,
+            ``_update_prefill_budget``) or while it runs
+            (``_get_running_request_total_token_offset``).
     """
 
     rid: int
@@ -101,6 +109,7 @@ class Req:
     sent_len: int = 0
     arrival_processed_tokens: int = 0
     routing_key: str | None = None
+    asked_no_output: bool = False
 
     @property
     def fill_len(self) -> int:
@@ -109,6 +118,13 @@ class Req:
         After a retraction SGLang re-prefills ``origin_input_ids + output_ids``.
         """
         return self.input_len + self.output_len
+
+    @property
+    def admission_max_new(self) -> int:
+        """The ``max_new_tokens`` SGLang's budgets read (``sampling_params.max_new_tokens``):
+        0 for a request that asked no output (:attr:`asked_no_output`), else
+        ``max_new_tokens``."""
+        return 0 if self.asked_no_output else self.max_new_tokens
 
     @property
     def extend_remaining(self) -> int:

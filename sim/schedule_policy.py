@@ -152,13 +152,15 @@ class Fcfs:
 
 
 class Lof(Fcfs):
-    """Longest output first (``_sort_by_longest_output``), by priority first when enabled."""
+    """Longest output first (``_sort_by_longest_output``: ``-sampling_params.max_new_tokens``,
+    0 for a request that asked no output: ``Req.admission_max_new``), by priority first when
+    enabled."""
 
     name = "lof"
 
     def order(self, waiting: list[Req], ctx: QueueContext) -> list[Req]:
         key = self._key
-        return sorted(waiting, key=lambda r: (key(r), -r.max_new_tokens))
+        return sorted(waiting, key=lambda r: (key(r), -r.admission_max_new))
 
 
 class RandomOrder:

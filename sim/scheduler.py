@@ -212,7 +212,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         # builtin min/max parse their arguments through a tuple on every call in 3.11)
         page = self.server.page_size
         ahead = 2 * self.window if self.window > 1 and not self._topup else 0
-        out = req.max_new_tokens if req.max_new_tokens < CLIP_MAX_NEW_TOKENS else CLIP_MAX_NEW_TOKENS
+        m = req.max_new_tokens - req.asked_no_output   # Req.admission_max_new inlined
+        out = m if m < CLIP_MAX_NEW_TOKENS else CLIP_MAX_NEW_TOKENS
         need = ceil_page(req.input_len, page) + out + page + ahead
         if need >= self.kv.capacity or req.input_len > self._longest_prompt:
             # the key the user sets: a disaggregated role's server has its own pool
@@ -451,7 +452,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         chunk = s.chunked_prefill_size if s.chunked_prefill_size > 0 else None
         eos_path = self.cache is None and req.ignore_eos  # add_one_req_ignore_eos: the raw extend, no cut
         extend = req.input_len if eos_path else ceil_page(req.input_len, page)
-        new = min(req.max_new_tokens, CLIP_MAX_NEW_TOKENS)
+        new = min(req.admission_max_new, CLIP_MAX_NEW_TOKENS)
         if not swa_never_admitted(extend, new, chunk, self.kv.window, page, self.kv.swa_capacity,
                                   ignore_eos_path=eos_path):
             return
@@ -479,7 +480,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         eos_path = self.cache is None and req.ignore_eos  # add_one_req_ignore_eos: raw extend, fits at <=
         raw = req.input_len + req.output_len - req.prefill_done
         extend = raw if eos_path else ceil_page(raw, page)
-        new = min(max(req.max_new_tokens - req.output_len, 0), CLIP_MAX_NEW_TOKENS)
+        new = reserved_decode_tokens(req)
         need = swa_peak_tokens(extend, new, None, self.kv.window, page)
         if need > self.kv.swa_capacity or (need == self.kv.swa_capacity and not eos_path):
             raise UnschedulableRequest(
@@ -821,7 +822,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         def offset(r: Req) -> float:
             return reserved_decode_tokens(r) * (1.0 if ign and r.ignore_eos else ratio)
 
-        need = req.extend_remaining + min(req.max_new_tokens, CLIP_MAX_NEW_TOKENS) - adder.rem_total_tokens
+        need = req.extend_remaining + min(req.admission_max_new, CLIP_MAX_NEW_TOKENS) - adder.rem_total_tokens
         chosen: list[Req] = []
         for r in cands:
             if (prio(req) - prio(r)) * -sign <= s.priority_scheduling_preemption_threshold:

@@ -134,7 +134,7 @@ class Disagg:
         active = len(self.running) + len(self.transfer_queue) + len(self.waiting) + extra_reqs
         single = 0
         if retractable is not None and self.running:
-            single = max(min(r.max_new_tokens, CLIP_MAX_NEW_TOKENS) + r.input_len for r in self.running) - retractable
+            single = max(min(r.admission_max_new, CLIP_MAX_NEW_TOKENS) + r.input_len for r in self.running) - retractable
         budget = self.kv.available - max(reserve * active, single)
         if count_retracted:
             budget -= sum(self._prealloc_tokens(r) + reserve for r in self.retracted_queue)
@@ -179,7 +179,7 @@ class Disagg:
 
     def _prealloc_need(self, r: Req, retractable: int) -> int:
         """Tokens ``r``'s preallocation must find within the budget (:func:`prealloc_need`)."""
-        return prealloc_need(self._prealloc_tokens(r), r.input_len, r.max_new_tokens,
+        return prealloc_need(self._prealloc_tokens(r), r.input_len, r.admission_max_new,
                              self.server.num_reserved_decode_tokens, retractable)
 
     def _refuse_unpreallocatable(self, r: Req) -> None:
@@ -203,7 +203,7 @@ class Disagg:
             raise UnschedulableRequest(
                 f"request {r.rid}: a decode server preallocates max({r.input_len} prompt tokens + "
                 f"num_reserved_decode_tokens={self.server.num_reserved_decode_tokens}, prompt + "
-                f"{min(r.max_new_tokens, CLIP_MAX_NEW_TOKENS)} output tokens) = {need} KV slots, which cannot fit its "
+                f"{min(r.admission_max_new, CLIP_MAX_NEW_TOKENS)} output tokens) = {need} KV slots, which cannot fit its "
                 f"max_total_num_tokens={self.kv.capacity} (server.disaggregation.decode.server.max_total_num_tokens)")
 
     def _pop_preallocated(self) -> None:

@@ -36,10 +36,14 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
     * a ``trace`` row's output, and a generated workload's request's, is cut as SGLang 0.5.23
       cuts ``max_new_tokens`` when the request reaches the scheduler (:func:`trace_output_cut`:
       scheduler.py ``init_req_max_new_tokens``): a request whose prompt fits the pool but whose
-      output does not runs with the output the empty pool holds, finishing on length;
+      output does not runs with the output the empty pool holds, finishing on length; one cut
+      to 0 (under ``server.allow_auto_truncate``: :func:`auto_truncated`) is marked
+      ``prefill_only`` and keeps the output it asked, which its client counts;
     * a ``trace`` row the server rejects (a prompt past the context or the pool's
       ``max_req_input_len``: :func:`trace_aborts`) carries SGLang's error text in its
-      ``abort`` and runs as the scheduler's abort (:func:`sim.workload.scheduler_request`).
+      ``abort``; on a co-located server one the tokenizer rejects (:func:`tokenizer_rejections`)
+      is marked ``tokenizer_reject`` and never reaches the scheduler, the others run as the
+      scheduler's abort (:func:`sim.workload.scheduler_request`).
 
     Args:
         scenario: the resolved scenario.
@@ -70,22 +74,27 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
         if int(trace_output_cut(scenario, np.array([i]), np.array([o]), hw)[0]) == o:
             return specs, cuts
     ins, outs = _spec_lengths(specs)
+    before_scheduler = np.zeros(len(specs), bool)
     if w.kind == "trace":
         aborts = trace_aborts(scenario, ins, outs, hw)
         kept, cut = served_rows(scenario, ins, outs, hw)
+        if scenario.server.disaggregation is None:   # a deployment's router retires its rejected rows itself
+            before_scheduler = tokenizer_rejections(scenario.server, context_length(scenario, hw)[0], ins, outs)
     else:
         aborts, kept, cut = [], ins, trace_output_cut(scenario, ins, outs, hw)
     specs = list(specs)
     for k, text in enumerate(aborts):
         if text is not None:
-            specs[k] = replace(specs[k], abort=text)
+            specs[k] = replace(specs[k], abort=text, tokenizer_reject=bool(before_scheduler[k]))
     for k in np.flatnonzero(kept < ins).tolist():
         specs[k] = replace(specs[k], truncated_input=int(kept[k]))
     for k in np.flatnonzero(cut < outs).tolist():
         s = specs[k]
         if s.abort is None:
             cuts.append((s.index, s.output_len, int(cut[k])))
-            specs[k] = replace(s, output_len=int(cut[k]))
+            # cut to 0 (allow_auto_truncate): served prefill only, no text; its client keeps
+            # the output length it asked
+            specs[k] = replace(s, output_len=int(cut[k])) if cut[k] > 0 else replace(s, prefill_only=True)
     return specs, cuts
 
 
@@ -96,6 +105,21 @@ tokens: public traces log failed requests so): managers/io_struct.py
 top of tokenizer_manager.py ``generate_request``, raises it as a ValueError that
 entrypoints/http_server.py ``generate_request`` returns as the request's error, whatever
 ``--allow-auto-truncate`` says: the request never reaches the scheduler."""
+
+
+TOKENIZER_ERRORS = (EMPTY_PROMPT, "The input (", "Requested token count exceeds the model's maximum context length")
+"""How the errors of the requests SGLang 0.5.23 rejects before its scheduler begin
+(:func:`tokenizer_rejections`: :data:`EMPTY_PROMPT`, then tokenizer_manager.py
+``_validate_one_request``'s two; :func:`server_rejections` writes them). The scheduler's
+``validate_input_length`` error begins "Input length (" instead."""
+
+
+def is_tokenizer_rejection(error: str) -> bool:
+    """``error`` (a requests table's ``error`` text) is one SGLang returns before the request
+    reaches its scheduler (:data:`TOKENIZER_ERRORS`), not the scheduler's abort: the
+    OpenAI routes answer it with HTTP 400 instead of a stream (sim/bench_serving.py
+    ``client_counting``)."""
+    return error.startswith(TOKENIZER_ERRORS)
 
 
 CUT_NOT_ENOUGH = ("; SGLang cuts the output to what the empty pool holds (scheduler.py init_req_max_new_tokens), "
@@ -197,16 +221,19 @@ def auto_truncated(scenario: Scenario, ins: np.ndarray, outs: np.ndarray,
        tokens or more to ``max_req_input_len``: a prompt cut there keeps the output its
        longer length left (0 for most).
 
-    A ``max_new_tokens`` of 0 still makes the one token of the prefill (schedule_batch.py
-    ``Req.check_finished`` ends it on length after it), so the output is at least 1. Rows
-    under the limits are as :func:`trace_output_cut` runs them."""
+    A ``max_new_tokens`` cut to 0 (returned as 0) is served prefill only
+    (schedule_batch.py ``Req.is_prefill_only``; scheduler.py ``init_req_max_new_tokens``
+    writes the cut into ``sampling_params.max_new_tokens``): the request makes its prefill's
+    token, which ``Req.check_finished`` caps at ``finished_len`` 0, so its stream brings no
+    text (:func:`served_requests` marks it ``prefill_only``). Rows under the limits are as
+    :func:`trace_output_cut` runs them."""
     ins, outs = np.asarray(ins, dtype=np.int64), np.asarray(outs, dtype=np.int64)
     ctx, _ = context_length(scenario, hw)
     cap = scenario.server.max_total_num_tokens
     if ctx is not None:
         ins = np.minimum(ins, ctx)
         outs = np.where(ins + outs > ctx, np.maximum(ctx - ins, 0), outs)
-    served = np.maximum(output_cut(scenario.server, ins, outs, ctx), 1)
+    served = output_cut(scenario.server, ins, outs, ctx)
     return np.minimum(ins, max_req_input_len(cap, ctx)), served
 
 
@@ -224,16 +251,17 @@ def trace_aborts(scenario: Scenario, ins: np.ndarray, outs: np.ndarray, hw: Hard
        part is the one a trace replay meets, a production trace's long rows on a small
        pool) is aborted: :func:`sim.workload.scheduler_request` says how it runs.
 
-    bench_serving's OpenAI-route clients (``sglang-oai``, ``sglang-oai-chat``: the route
-    checks a request before answering 200, serving_completions.py
-    ``_handle_streaming_request``) count both as failed requests (``success`` False, the text
-    in ``errors``): the run's results leave them out as bench_serving's metrics then do. Its
-    native ``sglang`` backend gets both inside an HTTP 200 stream and counts them completed
-    (TTFT 0.0, the asked length): a comparison with such a line counts them so
-    (:func:`sim.bench_serving.client_record`, ``rejects_completed``). On a
-    co-located server both run as the scheduler's abort (a one-token prefill); the
-    tokenizer's rejection does not reach the scheduler, which moves the run by one extend
-    token per rejected row. Under ``server.allow_auto_truncate`` no row is rejected:
+    The run's results count both as failed requests (``success`` False, the text in
+    ``errors``), as bench_serving's ``sglang-oai`` client does: the OpenAI routes answer the
+    tokenizer's with HTTP 400 (serving_completions.py ``_handle_streaming_request`` checks a
+    request before answering 200) and the scheduler's with an error chunk its client fails
+    on. Its ``sglang-oai-chat`` client skips that chunk and counts the scheduler's abort
+    completed, its native ``sglang`` client both (TTFT 0.0, the asked length): a comparison
+    with such a line counts them so (:func:`sim.bench_serving.client_counting`). On a
+    co-located server the tokenizer's rejection never reaches the scheduler
+    (:func:`tokenizer_rejections`: no extend, no KV; the client gets the error when the
+    tokenizer FIFO is done with it), the scheduler's runs as its abort (a one-token
+    prefill). Under ``server.allow_auto_truncate`` no row is rejected:
     :func:`auto_truncated` says what the server keeps.
 
     A disaggregated deployment's router sends each request to a prefill and a decode server at
@@ -297,6 +325,26 @@ def server_rejections(srv, ctx: int | None, ins: np.ndarray, outs: np.ndarray) -
             out[k] = (f"Input length ({i} tokens) exceeds the maximum allowed length ({limit} tokens). "
                       "Use a shorter input or enable --allow-auto-truncate.")
     return out
+
+
+def tokenizer_rejections(srv, ctx: int | None, ins: np.ndarray, outs: np.ndarray) -> np.ndarray:
+    """Which of the requests (prompts ``ins``, asked outputs ``outs``, token arrays) one
+    SGLang 0.5.23 server with arguments ``srv`` and context length ``ctx`` (None: not known)
+    rejects before its scheduler sees them (bool array): an empty prompt
+    (:data:`EMPTY_PROMPT`, managers/io_struct.py ``normalize_batch_and_arguments`` at the top of
+    tokenizer_manager.py ``generate_request``), and without ``allow_auto_truncate`` a prompt of
+    ``ctx`` tokens or more or a prompt plus ``max_new_tokens`` past ``ctx``
+    (tokenizer_manager.py ``_validate_one_request``, run by ``_tokenize_one_request`` before
+    ``_send_one_request``). The ValueError goes back to the client from the HTTP handler: the
+    scheduler runs no extend and allocates no KV for such a request, unlike the abort of
+    managers/scheduler.py ``handle_generate_request`` (``validate_input_length`` ->
+    ``Req.set_finish_with_abort`` -> ``_add_request_to_queue``: a one-token prefill). The
+    same rows as :func:`server_rejections`' first two checks."""
+    ins, outs = np.asarray(ins, dtype=np.int64), np.asarray(outs, dtype=np.int64)
+    out = ins == 0
+    if srv.allow_auto_truncate or ctx is None:
+        return out
+    return out | (ins >= ctx) | (ins + outs > ctx)
 
 
 def _role_rejections(scenario: Scenario, role: str, ins: np.ndarray, outs: np.ndarray,

@@ -38,9 +38,13 @@ class RequestSpec:
     its priority (None: the server's default), its 0-based turn within its conversation
     (multi_turn; 0 for a request that is not part of one), its routing key (None: sent
     without one), for a request the server rejects (:func:`sim.served.served_requests`) the
-    error text the client gets back (None: it is served), and for a prompt the server
-    truncates (``server.allow_auto_truncate``) the tokens it keeps (None: the whole prompt;
-    ``input_len`` stays the prompt sent, which bench_serving counts)."""
+    error text the client gets back (None: it is served) and whether the tokenizer rejects it
+    (``tokenizer_reject``: it never reaches the scheduler; False for the scheduler's abort, a
+    one-token prefill), and for a prompt the server truncates (``server.allow_auto_truncate``)
+    the tokens it keeps (None: the whole prompt; ``input_len`` stays the prompt sent, which
+    bench_serving counts) and whether the server cut its ``max_new_tokens`` to 0 there
+    (``prefill_only``: served as a request asking no output, though ``output_len`` stays the
+    length asked, which its client counts: no text reaches it)."""
 
     index: int
     input_len: int
@@ -52,6 +56,8 @@ class RequestSpec:
     routing_key: str | None = None
     abort: str | None = None
     truncated_input: int | None = None
+    tokenizer_reject: bool = False
+    prefill_only: bool = False
 
     @property
     def served_lengths(self) -> tuple[int, int]:
@@ -61,7 +67,8 @@ class RequestSpec:
         request's own."""
         if self.abort is not None:
             return 1, 1
-        return (self.input_len if self.truncated_input is None else self.truncated_input), max(self.output_len, 1)
+        out = 1 if self.prefill_only else max(self.output_len, 1)
+        return (self.input_len if self.truncated_input is None else self.truncated_input), out
 
 
 def scheduler_request(spec: RequestSpec, ignore_eos: bool) -> Req:
@@ -85,15 +92,24 @@ def scheduler_request(spec: RequestSpec, ignore_eos: bool) -> Req:
     it sits out the next decode as a one-token request does (``Req.next_output_finishes_by_length``:
     ``len(output_ids) + 1 >= max_new_tokens`` holds for both; managers/scheduler.py
     ``_reqs_finishing_inflight``), and a running batch of such requests only runs no decode
-    (``get_next_batch_to_run``: ``not running_batch.is_prefill_only``). The records keep the
+    (``get_next_batch_to_run``: ``not running_batch.is_prefill_only``). Its admission reserves
+    no output token (``Req.asked_no_output``: schedule_policy.py ``PrefillAdder.add_one_req``
+    charges ``min(max(max_new_tokens - len(output_ids), 0), CLIP_MAX_NEW_TOKENS)``, 0), and its
+    prefill allocates the prompt's KV only (schedule_batch.py ``ScheduleBatch.prepare_for_extend``),
+    as any request's. The records keep the
     asked 0 (:meth:`sim.records.Recorder.request_sent`), which the latencies read as
-    bench_serving does (:func:`sim.metrics.request_latencies`)."""
-    if spec.abort is None and spec.truncated_input is None and spec.output_len > 0:   # most runs' requests
+    bench_serving does (:func:`sim.metrics.request_latencies`). A request the server cut to
+    ``max_new_tokens`` 0 (``spec.prefill_only``, under ``--allow-auto-truncate``) runs the same
+    way; its records keep the length it asked, and its token reaches no client
+    (:meth:`sim.records.Recorder.mark_no_text`)."""
+    if spec.abort is None and spec.truncated_input is None and spec.output_len > 0 and not spec.prefill_only:
+        # most runs' requests
         return Req(spec.index, spec.input_len, spec.output_len, tokens=spec.tokens, ignore_eos=ignore_eos,
                    priority=spec.priority, routing_key=spec.routing_key)
     tokens = spec.tokens if spec.abort is None or spec.tokens is None else np.zeros(1, np.int64)
     return Req(spec.index, *spec.served_lengths, tokens=tokens, ignore_eos=ignore_eos,
-               priority=spec.priority, routing_key=spec.routing_key)
+               priority=spec.priority, routing_key=spec.routing_key,
+               asked_no_output=(spec.output_len == 0 or spec.prefill_only) and spec.abort is None)
 
 
 def with_request_labels(requests: Any, specs: list[RequestSpec]) -> Any:

@@ -158,3 +158,40 @@ def test_shortest_prefill_first_without_the_prefix_cache_is_refused(tmp_path, ca
     assert main(["run", str(p), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "server.schedule_policy" in err and "Traceback" not in err
+
+
+def test_a_retracted_request_ties_on_its_requeue_time_under_priority_scheduling():
+    """SGLang 0.5.23 re-queues a retracted request through ``_add_request_to_queue(req,
+    is_retracted=True)`` (managers/scheduler.py ``update_running_batch``), which keeps its
+    priority (``_set_or_validate_priority`` sets only a missing one) and stamps a new
+    ``time_stats.wait_queue_entry_time`` (observability/req_time_stats.py
+    ``set_wait_queue_entry_time``: the retraction time); ``_sort_by_priority_and_fcfs`` sorts by
+    (priority, that time). So at equal priority it goes behind the requests that entered before
+    its retraction and ahead of those that arrive after; a higher priority still goes first."""
+    from specsched.sim.admission import make_policy as admission
+    from specsched.sim.scheduler import Scheduler
+
+    srv = ServerArgs(max_running_requests=8, max_total_num_tokens=100_000, chunked_prefill_size=1000,
+                     max_prefill_tokens=1000, enable_priority_scheduling=True)
+    for prio0, expected in ((1, [4, 1, 2, 0, 3]), (9, [0, 4, 1, 2, 3])):
+        s = Scheduler(srv, admission(srv))
+        reqs = [Req(i, 10, 5, priority=p) for i, p in enumerate([prio0, 1, 1, 1, 5])]
+        for r in reqs[:3]:
+            s.add_request(r)
+        s.waiting.remove(reqs[0])   # admitted, run, then retracted
+        s._requeue([reqs[0]])
+        for r in reqs[3:]:
+            s.add_request(r)
+        assert rids(s._policy_order(None)) == expected
+
+
+def test_lof_ranks_a_request_asking_no_output_by_the_zero_it_asked():
+    """SGLang 0.5.23 ``_sort_by_longest_output`` sorts by ``-sampling_params.max_new_tokens``,
+    0 for a request that asked no output, though it still makes its prefill's token (here
+    ``max_new_tokens`` 1, ``asked_no_output``: sim/request.py ``admission_max_new``); it tied
+    with a one-token request and kept entry order."""
+    w = [Req(0, 10, 1, asked_no_output=True), Req(1, 10, 1), Req(2, 10, 2, asked_no_output=False)]
+    assert rids(Lof().order(w, CTX)) == [2, 1, 0]
+    for r in w:
+        r.priority = 3
+    assert rids(Lof(priority=True).order(w, CTX)) == [2, 1, 0]

@@ -79,11 +79,11 @@ def test_a_line_of_the_native_client_is_compared_with_the_rejections_counted_com
     success: TTFT 0.0, its asked output length, no ITL. Its line's completed, totals and TTFT
     statistics hold the rejected requests; the prediction compared with it left them out
     (completed 2 against 4). The OpenAI clients fail them, as the run's own figures do."""
-    from specsched.sim.bench_serving import client_record
+    from specsched.sim.bench_serving import NATIVE_COUNTING, client_record
 
     res = SimEngine(_trace_scenario(tmp_path), tiny_profile(), records=records).run()
     plain = client_record(res, per_chunk_itl=False)
-    native = client_record(res, per_chunk_itl=False, rejects_completed=True)
+    native = client_record(res, per_chunk_itl=False, counting=NATIVE_COUNTING)
     assert plain["completed"] == res.summary["completed"] == 2
     assert native["completed"] == 4 and native["total_output_tokens"] == 20 + 2000 + 30 + 5
     assert native["total_input_tokens"] == 100 + 4095 + 300 + 4090
@@ -127,6 +127,21 @@ def test_the_runtime_runs_the_aborts_the_simulator_runs(tmp_path):
     errs = [r.table("requests").frame().sort_values("rid")["error"].ne("").tolist() for r in (predicted, measured)]
     assert errs[0] == errs[1] == [False, True, False, True]
     assert measured.summary["completed"] == predicted.summary["completed"] == 2
+
+
+@pytest.mark.parametrize("limit", [None, 1], ids=["open", "max_concurrency"])
+def test_the_runtime_sends_a_row_the_tokenizer_rejects_to_no_scheduler(tmp_path, limit):
+    # the measured run skips the tokenizer's rejection as the simulated one does
+    # (tokenizer_manager.py _validate_one_request): the scheduler extends only the others
+    pytest.importorskip("torch")
+    from specsched.runtime.engine import RuntimeEngine
+
+    sc = _trace_scenario(tmp_path, trace={"path": str(tmp_path / "t.csv"), "layout": "azure", "time_scale": 0.01},
+                         **({} if limit is None else {"max_concurrency": limit}))
+    sc = sc.model_copy(update={"server": sc.server.model_copy(update={"context_length": 4096})})
+    measured = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False).run()
+    assert measured.summary["completed"] == 2 and measured.summary["requests_aborted"] == 2
+    assert measured.table("steps").frame()["num_extend_tokens"].sum() == 100 + 300 + 1
 
 
 def test_a_run_without_rejections_writes_no_error_column(tmp_path):
@@ -177,8 +192,15 @@ def test_allow_auto_truncate_serves_the_rows_it_would_reject_with_the_prompt_cut
     assert res.table("steps").frame()["num_extend_tokens"].sum() == 100 + 4090 + 300 + 4090
     # their outputs are cut as any request's on the prompt as it reached the scheduler
     # (init_req_max_new_tokens runs before validate_input_length truncates): 4095 tokens leave
-    # none (one token, the prefill's), 4090 leave 4
-    assert req["output_len"].tolist() == [20, 1, 30, 4]
+    # none, 4090 leave 4. The request cut to max_new_tokens 0 is served prefill only
+    # (Req.is_prefill_only): its stream brings no text, so the client keeps the output length
+    # it asked (2000) and TTFT 0.0 (benchmark/serving.py: output_len starts at the asked
+    # length and changes only on a chunk with text); it was counted with one token and the
+    # prefill's TTFT
+    assert req["output_len"].tolist() == [20, 2000, 30, 4]
+    assert req["ttft_s"].iloc[1] == 0.0 and req["finish_s"].iloc[1] > 0
+    assert 1 not in set(res.table("chunks").frame()["rid"])
+    assert res.summary["total_output_tokens"] == 20 + 2000 + 30 + 4
 
 
 def test_allow_auto_truncate_cuts_a_prompt_past_the_context_then_its_output():
@@ -186,14 +208,15 @@ def test_allow_auto_truncate_cuts_a_prompt_past_the_context_then_its_output():
     max_new_tokens past the context to max(0, context_len - prompt) (tokenizer_manager.py
     _validate_one_request); the scheduler cuts max_new_tokens on that prompt
     (init_req_max_new_tokens: max_req_len - prompt - 1), then the prompt to max_req_input_len
-    (validate_input_length, after). A max_new_tokens of 0 still makes the prefill's one token."""
+    (validate_input_length, after). A max_new_tokens of 0 is served
+    prefill only (the first row)."""
     from specsched.sim.served import auto_truncated
 
     sc = make_scenario(server={**SERVER, "max_total_num_tokens": 100_000, "context_length": 2000,
                                "allow_auto_truncate": True})
     ins, outs = auto_truncated(sc, np.array([5000, 1990, 1500, 100]), np.array([50, 50, 800, 50]), None)
     assert ins.tolist() == [1994, 1990, 1500, 100]       # max_req_input_len = 2000 - 6
-    assert outs.tolist() == [1, 8, 498, 50]              # max_req_len 1999: 1999 - 1990 - 1, 1999 - 1500 - 1
+    assert outs.tolist() == [0, 8, 498, 50]              # max_req_len 1999: 1999 - 1990 - 1, 1999 - 1500 - 1
 
 
 @settings(max_examples=30, deadline=None)
@@ -201,7 +224,8 @@ def test_allow_auto_truncate_cuts_a_prompt_past_the_context_then_its_output():
        rows=st.lists(st.tuples(st.integers(1, 1300), st.integers(1, 400)), min_size=1, max_size=4))
 def test_under_allow_auto_truncate_every_row_completes_within_the_limits(tmp_path_factory, cap, ctx, rows):
     """Invariant: with --allow-auto-truncate no row fails; each is served with its prompt cut to
-    at most max_req_input_len and an output of at least one token and at most the one asked."""
+    at most max_req_input_len and an output of at most the one asked; one cut to
+    max_new_tokens 0 streams no text, and its client keeps the length it asked (TTFT 0.0)."""
     d = tmp_path_factory.mktemp("t")
     (d / "t.csv").write_text("timestamp,input_length,output_length\n"
                              + "".join(f"{k * 0.01},{i},{o}\n" for k, (i, o) in enumerate(rows)))
@@ -218,6 +242,8 @@ def test_under_allow_auto_truncate_every_row_completes_within_the_limits(tmp_pat
     extended = res.table("steps").frame()["num_extend_tokens"].sum()
     assert extended == sum(min(i, limit) for i, _ in rows)
     assert all(1 <= o <= a for o, (_, a) in zip(req["output_len"].tolist(), rows, strict=True))
+    silent = set(req["rid"][req["ttft_s"] == 0.0])
+    assert silent.isdisjoint(set(res.table("chunks").frame()["rid"]))
 
 
 def test_a_run_whose_every_request_was_rejected_still_lists_the_errors(tmp_path):
@@ -232,3 +258,31 @@ def test_a_run_whose_every_request_was_rejected_still_lists_the_errors(tmp_path)
     assert rec["completed"] == 0 and res.summary["requests_aborted"] == 2
     assert [e.split(" (")[0] for e in rec["errors"]] == ["Input length", "Input length"]
     assert rec["input_lens"] == [5000, 6000] and rec["output_lens"] == [0, 0] and rec["ttfts"] == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("limit", [None, 1], ids=["open", "max_concurrency"])
+def test_a_row_the_tokenizer_rejects_never_reaches_the_scheduler(tmp_path, limit):
+    """SGLang 0.5.23 rejects a prompt + max_new_tokens past the context length in the
+    tokenizer (managers/tokenizer_manager.py ``_validate_one_request`` raises a ValueError in
+    ``_tokenize_one_request``, before ``_send_one_request``): the scheduler never sees the
+    request, so it runs no extend and holds no KV for it. Only a prompt the scheduler's
+    ``validate_input_length`` refuses (managers/scheduler.py ``handle_generate_request``)
+    is queued as an abort of one token (``Req.set_finish_with_abort``). Row 2 (4095 + 2000 >
+    4096) is the tokenizer's, row 4 (4090 >= max_req_input_len 4090) the scheduler's; before,
+    both ran a one-token prefill."""
+    server = {**SERVER, "context_length": 4096}
+    (tmp_path / "t.csv").write_text(ROWS)
+    workload = {"kind": "trace", "trace": {"path": str(tmp_path / "t.csv"), "layout": "azure"},
+                "num_requests": None, "input_len": None, "output_len": None}
+    if limit is not None:
+        workload["max_concurrency"] = limit
+    eng = SimEngine(make_scenario(server=server, workload=workload), tiny_profile())
+    res = eng.run()
+    req = res.table("requests").frame().sort_values("rid")
+    assert req["error"].str.startswith("Requested token count").tolist() == [False, True, False, False]
+    assert req["error"].str.startswith("Input length").tolist() == [False, False, False, True]
+    assert res.summary["completed"] == 2 and res.summary["requests_aborted"] == 2
+    assert res.table("steps").frame()["num_extend_tokens"].sum() == 100 + 300 + 1
+    assert 1 not in eng.sched.reqs and 3 in eng.sched.reqs
+    if limit is not None:   # the client's slot frees when the tokenizer's error returns
+        assert req["start_s"].is_monotonic_increasing

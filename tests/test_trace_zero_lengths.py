@@ -78,3 +78,31 @@ def test_a_malformed_prompt_length_still_refuses_the_trace(tmp_path, value, allo
     with pytest.raises(ConfigError) as e:
         load_trace(TraceConfig(path=str(tmp_path / "t.csv"), layout="azure"))
     assert ":2" in str(e.value) and "ContextTokens" in str(e.value) and allowed in str(e.value)
+
+
+@pytest.mark.parametrize("server, eos", [({}, True), ({"disable_radix_cache": True}, True),
+                                         ({"disable_radix_cache": True}, False)],
+                         ids=["add_one_req", "add_one_req_ignore_eos", "no_ignore_eos"])
+def test_a_request_asking_no_output_reserves_no_output_token_at_admission(tmp_path, server, eos):
+    """SGLang 0.5.23 admits a request of ``max_new_tokens`` 0 with no output reserved:
+    schedule_policy.py ``PrefillAdder.add_one_req`` charges ``extend + min(max(max_new_tokens -
+    len(output_ids), 0), CLIP_MAX_NEW_TOKENS)`` (0) to the KV budget, ``_update_prefill_budget``
+    likewise, and ``add_one_req_ignore_eos`` leaves it out of its projection
+    (``tokens_left <= 0``). Its prefill allocates the prompt only (schedule_batch.py
+    ``ScheduleBatch.prepare_for_extend``: ``extend_num_tokens``), and it finishes on the
+    prefill's token (``Req.is_prefill_only``; ``check_finished`` at ``max_new_tokens`` 0).
+    Three 300-token prompts asking 0 tokens then fit one prefill of a 904-token pool
+    (each charges 300 + a page of 1: 3 x 301 = 903 < 904); they ran as one-token requests,
+    charging 302 each, and the third waited for a pool of 907 (910 on the ignore_eos path)."""
+    d = tmp_path
+    (d / "t.csv").write_text("timestamp,input_length,output_length\n" + "0,300,0\n" * 3)
+    sc = make_scenario(server={"max_total_num_tokens": 904, "chunked_prefill_size": 4096, "max_prefill_tokens": 4096,
+                               "speculative_algorithm": "none", "admission_delay": "none", "page_size": 1, **server},
+                       workload={"kind": "trace", "trace": {"path": str(d / "t.csv")}, "ignore_eos": eos,
+                                 "num_requests": None, "input_len": None, "output_len": None})
+    eng = SimEngine(sc, tiny_profile())
+    res = eng.run()
+    steps = res.table("steps").frame()
+    assert int(steps["num_extend_tokens"].iloc[0]) == 900
+    assert res.summary["completed"] == 3
+    assert eng.sched.kv.peak <= 900   # the prompts' KV, no output slot
