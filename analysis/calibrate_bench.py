@@ -1483,6 +1483,9 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
     refuse_out_over_inputs(Path(args.out), [*(("a bench_serving result file", split_spec(f)[0]) for f in args.from_files),
                                             ("the server log", args.server_log),
                                             ("the scenario template", args.scenario_template)])
+    profile = load_profile(args.profile)
+    # a name that scales nothing, refused before the progress lines (it was refused by the first evaluation)
+    scale_profile(profile, dict.fromkeys(params, 1.0))
     if args.metrics:
         metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     else:
@@ -1494,7 +1497,6 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
         have = sorted({k for r in runs for k in r.summary})
         raise ConfigError("<command line>", "--metrics", ",".join(metrics),
                           f"no run has any of them; the runs have {', '.join(have[:12]) or 'no metric'}")
-    profile = load_profile(args.profile)
     samples = log = None
     if args.server_log:
         log = parse_server_log(args.server_log)

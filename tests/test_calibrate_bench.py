@@ -1101,3 +1101,20 @@ def test_calibrate_says_each_range_warning_once_for_the_command(tmp_path, capsys
                  "--max-evals", "3", "--jobs", jobs, "--out", "f.yaml"]) == 0
     grid = [e for e in capsys.readouterr().err.splitlines() if "the profile's grid" in e]
     assert len(grid) == 1 and "verify context" in grid[0], grid
+
+
+@pytest.mark.parametrize("param", ["bogus", "gpu.nope", "analytic.efficiency.nope"])
+def test_a_bad_params_name_is_the_only_output_line(tmp_path, capsys, monkeypatch, param):
+    """A ``--params`` name that scales nothing in the profile was found inside the first
+    evaluation, after the ``arrivals:`` and ``fit:`` progress lines: the refusal came third.
+    It is found before anything is printed."""
+    monkeypatch.chdir(tmp_path)
+    f = tmp_path / "runs.jsonl"
+    f.write_text(json.dumps(_measured_line(tmp_path, 5.0)) + "\n")
+    assert main(["calibrate", "--from", str(f), "--profile", "h200-1b", "--params", param, "--seeds", "1",
+                 "--max-evals", "2", "--out", "o.yaml"]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == ""
+    err = cap.err.strip().splitlines()
+    assert len(err) == 1 and f"--params = '{param}'" in err[0], err
+    assert not (tmp_path / "o.yaml").exists()
