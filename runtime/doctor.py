@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -207,8 +208,11 @@ class Doctor:
                  "the profile's host.cross_queue_penalty_s; expected ~0 on CUDA, measured non-zero on HIP")
 
     def run(self) -> list[tuple[str, str, str]]:
-        for check in (self.versions, self.capture, self.sdpa, self.event_cost, self.host_block_vs_queued,
-                      self.repeat_interleave, self.cross_queue):
+        checks = (self.versions, self.capture, self.sdpa, self.event_cost, self.host_block_vs_queued,
+                  self.repeat_interleave, self.cross_queue)
+        for i, check in enumerate(checks, 1):
+            # seconds each on a CPU, minutes in all with the 1b proxy: say which one runs (stderr)
+            print(f"doctor: check {i}/{len(checks)} {check.__name__}", file=sys.stderr, flush=True)
             try:
                 check()
             except Exception as e:  # one failing check must not hide the others
@@ -225,6 +229,7 @@ def format_rows(rows: list[tuple[str, str, str]]) -> str:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """``specsched doctor``: run the checks, print a table, optionally write it."""
+    from specsched.runtime.cli_commands import check_device_and_preset
     from specsched.sim.errors import ConfigError
 
     if args.device.split("-as-")[0] == "cuda" and not torch.cuda.is_available():
@@ -232,6 +237,17 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     # the 1b proxy's checks take many minutes on a CPU; tiny exercises the same code paths
     preset = args.preset or ("tiny" if args.device.split("-as-")[0] == "cpu" else "1b")
+    # as measure and validate: `--device bogus` was torch's traceback from inside the first check
+    check_device_and_preset(argparse.Namespace(device=args.device, preset=preset))
+    if args.out:   # found before the checks, not by the write after them
+        from specsched.sim.atomic import file_above
+
+        if Path(args.out).is_dir():
+            raise ConfigError("<command line>", "--out", args.out, "a folder: give the table's file, e.g. "
+                              f"{Path(args.out) / 'doctor.md'}")
+        above = file_above(args.out)
+        if above is not None:
+            raise ConfigError("<command line>", "--out", args.out, f"{above} is a file: it cannot hold the table")
     rows = Doctor(args.device, preset, args.backend, args.repeats, args.allow_serializing).run()
     text = format_rows(rows)
     print(text)
@@ -244,13 +260,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def register_doctor_command(sub: Any) -> None:
     """Register ``specsched doctor``."""
     from specsched.runtime.profiler import add_backend_args
+    from specsched.sim.cli_types import positive_int
 
     p = sub.add_parser("doctor", help="first-run check of a machine: backend, versions, capture, SDPA, sync costs",
                        description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--device", default="cuda", help="cuda (also on ROCm), cpu, or <device>-as-hip (default cuda)")
     p.add_argument("--preset", default=None,
                    help="proxy model preset for the capture and wait checks (default 1b; tiny with --device cpu)")
-    p.add_argument("--repeats", type=int, default=40, help="timed repeats per check (default 40)")
+    p.add_argument("--repeats", type=positive_int, default=40, help="timed repeats per check (default 40)")
     p.add_argument("--out", default=None, help="also write the table (markdown) here")
     add_backend_args(p)
     p.set_defaults(func=cmd_doctor)
