@@ -112,8 +112,9 @@ def plain(text: str | None) -> str | None:
 
 
 OUT_NAME_MAX = 80
-"""Longest override suffix kept whole in a default results directory name; a longer one is cut
-and ends with a hash of the full text (file systems limit a name to 255 bytes)."""
+"""Longest override suffix kept whole in a default results directory name; a longer one keeps
+the overrides that fit, each whole, and ends with a hash of the full text (file systems limit a
+name to 255 bytes)."""
 
 
 def overrides_suffix(overrides: dict[str, Any]) -> str:
@@ -132,7 +133,14 @@ def overrides_suffix(overrides: dict[str, Any]) -> str:
     raw = "+".join(f"{k}={text(v)}" for k, v in sorted(overrides.items()))
     safe = re.sub(r"[^A-Za-z0-9._=+-]+", "_", raw)
     if safe != raw or len(safe) > OUT_NAME_MAX:
-        safe = f"{safe[:OUT_NAME_MAX]}-{hashlib.sha1(raw.encode()).hexdigest()[:8]}"
+        # cut between overrides, so that each one the name shows is whole: a cut inside a value
+        # (`workload.output_len.value=32` kept as `...value=3`) named another setting
+        items, kept = safe.split("+"), ""
+        for item in items:
+            if len(f"{kept}+{item}" if kept else item) > OUT_NAME_MAX:
+                break
+            kept = f"{kept}+{item}" if kept else item
+        safe = f"{kept or items[0][:OUT_NAME_MAX]}-{hashlib.sha1(raw.encode()).hexdigest()[:8]}"
     return safe
 
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from specsched.sim.config import load_scenario
 from specsched.sim.engine import run_scenario
 from specsched.sim.errors import ConfigError
@@ -195,3 +197,28 @@ def test_a_uniform_length_without_range_ratio_is_said_to_be_fixed(tmp_path, caps
     assert main(["run", str(sc), "--out", str(tmp_path / "o")]) == 0
     notes = [ln for ln in capsys.readouterr().err.splitlines() if "without range_ratio" in ln]
     assert len(notes) == 1 and "workload.input_len" in notes[0] and "every length is 800" in notes[0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.from_regex(r"(server|workload)\.[a-z_]{1,30}(\.[a-z_]{1,12})?", fullmatch=True),
+                       st.integers(0, 10**9), min_size=1, max_size=6))
+@example({"workload.input_len.value": 128, "workload.num_requests": 8, "workload.output_len.value": 32})
+def test_a_cut_override_suffix_names_no_override_with_a_cut_value(overrides):
+    """`validate --set workload.input_len.value=128 --set workload.num_requests=8 --set
+    workload.output_len.value=32` wrote `...+workload.output_len.value=3-f430b442-measured`:
+    the cut at 80 characters fell inside the last value, so the folder read as an output of 3
+    tokens. The name is now cut between overrides: each one it names is whole."""
+    from specsched.cli import OUT_NAME_MAX, overrides_suffix
+
+    name = overrides_suffix(overrides)
+    raw = "+".join(f"{k}={v}" for k, v in sorted(overrides.items()))
+    if name == raw:
+        return
+    kept = name.rsplit("-", 1)[0]
+    assert len(kept) <= OUT_NAME_MAX
+    items = raw.split("+")
+    if len(items[0]) > OUT_NAME_MAX:   # no whole override fits: the first one, cut
+        assert kept == items[0][:OUT_NAME_MAX], name
+    else:
+        parts = kept.split("+")
+        assert parts == items[:len(parts)], name
