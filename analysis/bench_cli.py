@@ -222,6 +222,18 @@ def _from_bench_inputs(bench_file: str, profile: str, template: str | None) -> l
             ("the template", resolve_scenario_path(template) if template else None)]
 
 
+def validate_bench_stem(path: str) -> str:
+    """The name ``validate-bench`` gives a result file's folder under results/validate-bench/:
+    the file's stem, or for the bench_serving.jsonl of a results directory (``specsched run``,
+    ``measure``: every one has that name) ``<scenario folder>-<run folder>``, e.g.
+    ``mine-base-seed1``, so that two runs' lines do not write one folder (the second replaced the
+    first's table and runs)."""
+    p = Path(path)
+    if p.name == "bench_serving.jsonl" and (p.parent / "summary.json").is_file():
+        return f"{p.parent.parent.absolute().name}-{p.parent.name}"
+    return p.stem
+
+
 def cmd_from_bench(args: argparse.Namespace) -> int:
     """Write a scenario YAML reproducing a bench_serving run's arguments."""
     from specsched.analysis.from_bench import (
@@ -447,7 +459,7 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
         print("note: the line holds its requests' send times; the scenario draws new arrivals "
               "(`specsched scenario from-bench FILE --arrivals details` writes one that replays them, "
               "as validate without --scenario does)")
-    stem = f"{Path(measured.source.rsplit(':', 1)[0]).stem}-line{measured.source.rsplit(':', 1)[1]}"
+    stem = f"{validate_bench_stem(measured.source.rsplit(':', 1)[0])}-line{measured.source.rsplit(':', 1)[1]}"
     out = Path(args.out) if args.out else Path("results") / "validate-bench" / stem
     import pandas as pd
 

@@ -407,3 +407,24 @@ def test_a_stream_ended_before_its_first_token_is_a_request_row_without_a_token(
     assert np.allclose(sorted(data.requests["ttft_s"]), [0.0, 0.04, 0.042])
     assert set(data.chunks["rid"]) == {0, 2}
     assert len(data.chunks) == 150 + 200
+
+
+def test_validate_bench_of_two_runs_own_lines_writes_two_folders(tmp_path, monkeypatch):
+    """Every results directory's line is named bench_serving.jsonl, so `validate-bench
+    results/a/base-seed1/bench_serving.jsonl` and then `.../b/base-seed1/bench_serving.jsonl`
+    both wrote results/validate-bench/bench_serving-line1: the second replaced the first's
+    table and runs without a word. A results directory's line is named by its run's folder."""
+    import yaml
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump({
+            "name": name, "profile": "h200-1b",
+            "workload": {"kind": "burst", "num_requests": 3, "input_len": {"kind": "fixed", "value": 200},
+                         "output_len": {"kind": "fixed", "value": 8}}}))
+        assert main(["run", f"{name}.yaml", "-q"]) == 0
+    for name in ("a", "b"):
+        assert main(["validate-bench", f"results/{name}/base-seed1/bench_serving.jsonl", "--profile", "h200-1b",
+                     "--seeds", "1"]) == 0
+    made = sorted(p.name for p in (tmp_path / "results" / "validate-bench").iterdir())
+    assert made == ["a-base-seed1-line1", "b-base-seed1-line1"], made
