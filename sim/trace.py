@@ -37,7 +37,7 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 import pandas as pd
@@ -428,22 +428,10 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
                 block.columns = [str(c).strip() for c in block.columns]
                 lines = np.arange(first_line, first_line + len(block))
                 first_line += len(block)
-                blank = block.isna().all(axis=1).to_numpy()
-                if blank.any():   # a blank line (an editor's trailing one, a spreadsheet's CRLF at the end): no request
-                    block, lines = block[~blank], lines[~blank]
-                if limit is not None and chk.n + len(block) > limit:
-                    block, lines = block.iloc[: limit - chk.n], lines[: limit - chk.n]
-                ins = _numbers(block[cols[1]], str(p), cols[1], lines)
-                if hcol:
-                    for v, n, line in zip(block[hcol].tolist(), ins.tolist(), lines.tolist(), strict=True):
-                        chk.add_hashes(None if v is None or v != v else v, int(n) if n == n and n == int(n) else None,
-                                       line, hcol, block_size)
-                raw_t = block[cols[0]].tolist()
-                cells = raw_t
-                if sep == ";" and unit != "datetime":   # a decimal-comma locale's spreadsheet: 0,5 is 0.5
-                    cells = block[cols[0]].str.replace(",", ".", regex=False).tolist()
-                chk.add(_times(cells, unit, str(p), cols[0], lines, chk.dates), ins, _numbers(block[cols[2]], str(p), cols[2], lines),
-                        lines, raw_t)
+                try:
+                    _csv_block(block, lines, p, cols, hcol, block_size, sep, unit, limit, chk)
+                except ConfigError as e:
+                    raise _said_cut(e, f, reader, p, first_line - 1) from None
                 if limit is not None and chk.n >= limit:
                     break
             else:
@@ -456,6 +444,46 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
         raise
     except (pd.errors.ParserError, ValueError) as e:
         raise ConfigError(str(p), "<file>", p.name, f"not a readable CSV ({str(e).splitlines()[0]})") from None
+
+
+def _said_cut(e: ConfigError, f: _TailTracked, reader: Any, p: Path, last_line: int) -> ConfigError:
+    """``e`` (a refused row of a CSV trace) with the hint that the file was cut short, when the
+    row is the file's last and has no line end: ``head -c`` can stop inside the timestamp, leaving
+    no length cells, and the refusal named only an empty or unparsable cell."""
+    if f.last in ("\n", "\r") or not e.file.endswith(f":{last_line}"):
+        return e
+    try:
+        if next(reader, None) is not None:   # rows after this block: the refused row is not the last
+            return e
+    except (pd.errors.ParserError, ValueError):
+        return e
+    return ConfigError(e.file, e.key, e.value, f"{e.allowed}; the last row has no line end: the file was cut short "
+                       f"(head -c, an interrupted download or copy): drop it (head -n -1 {p.name}) or fetch the whole file")
+
+
+def _csv_block(block: Any, lines: np.ndarray, p: Path, cols: tuple[str, str, str], hcol: str | None, block_size: int,
+               sep: str, unit: str, limit: int | None, chk: _Checker) -> None:
+    """Check and add one block of a CSV trace's rows (``lines``: their line numbers) to ``chk``.
+
+    Raises:
+        ConfigError: a row's cell that is not a number, timestamp or block id list.
+    """
+    blank = block.isna().all(axis=1).to_numpy()
+    if blank.any():   # a blank line (an editor's trailing one, a spreadsheet's CRLF at the end): no request
+        block, lines = block[~blank], lines[~blank]
+    if limit is not None and chk.n + len(block) > limit:
+        block, lines = block.iloc[: limit - chk.n], lines[: limit - chk.n]
+    ins = _numbers(block[cols[1]], str(p), cols[1], lines)
+    if hcol:
+        for v, n, line in zip(block[hcol].tolist(), ins.tolist(), lines.tolist(), strict=True):
+            chk.add_hashes(None if v is None or v != v else v, int(n) if n == n and n == int(n) else None,
+                           line, hcol, block_size)
+    raw_t = block[cols[0]].tolist()
+    cells = raw_t
+    if sep == ";" and unit != "datetime":   # a decimal-comma locale's spreadsheet: 0,5 is 0.5
+        cells = block[cols[0]].str.replace(",", ".", regex=False).tolist()
+    chk.add(_times(cells, unit, str(p), cols[0], lines, chk.dates), ins, _numbers(block[cols[2]], str(p), cols[2], lines),
+            lines, raw_t)
 
 
 LFS_POINTER = "version https://git-lfs.github.com/spec/"

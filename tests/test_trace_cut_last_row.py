@@ -57,3 +57,24 @@ def test_a_bad_jsonl_line_inside_the_file_is_not_called_cut(tmp_path):
     with pytest.raises(ConfigError) as e:
         load_trace(TraceConfig(path=str(p), layout="mooncake"))
     assert e.value.file.endswith("t.jsonl:1") and "no line end" not in str(e.value)
+
+
+@pytest.mark.parametrize("cut", ["2024-05-10 00:00:0", "2024-05-10 00:00:01,", "2024-05-10 00:00:01,50"])
+def test_a_csv_last_row_cut_before_its_cells_is_refused_saying_it_was_cut(tmp_path, cut):
+    """`head -c 3000` of an Azure trace ended in '2023-11-16 1': the row has no length cells,
+    and the refusal named only `ContextTokens = '<empty>': not a number` (or a timestamp
+    that does not parse), not that the file was cut nor how to drop the row."""
+    p = tmp_path / "t.csv"
+    p.write_text(_CSV.splitlines(keepends=True)[0] + _CSV.splitlines(keepends=True)[1] + cut)
+    with pytest.raises(ConfigError) as e:
+        load_trace(_cfg(p))
+    assert e.value.file.endswith("t.csv:3"), str(e.value)
+    assert "no line end" in str(e.value) and "head -n -1" in str(e.value)
+
+
+def test_a_bad_csv_row_inside_the_file_is_not_called_cut(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text(_CSV.replace("924", "x") + "2024-05-10 00:00:02,5")
+    with pytest.raises(ConfigError) as e:
+        load_trace(_cfg(p))
+    assert e.value.file.endswith("t.csv:2") and "no line end" not in str(e.value)
