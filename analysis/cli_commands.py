@@ -445,6 +445,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.scheduler is not None and not re.match(r"^[a-z][a-z0-9+]*://\S+$", args.scheduler):
         raise ConfigError(_CLI, "--scheduler", args.scheduler, "expected a Dask scheduler address like tcp://host:8786")
     out = Path(args.out) if args.out else Path("results") / f"sweep-{Path(args.scenario).stem}.parquet"
+    if out.is_dir():   # a results folder was read as a parquet dataset ("Could not read schema from ...")
+        raise ConfigError(_CLI, "--out", str(out), f"a folder: the sweep is one file, e.g. {out / 'sweep.parquet'}")
     from specsched.sim.bundled import resolve_scenario_path
 
     base = parse_overrides(args.set)

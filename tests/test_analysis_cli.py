@@ -221,3 +221,20 @@ def test_compare_and_sweep_name_the_defaults_that_differ(scenario, tmp_path, cap
     assert main(["compare", str(scenario), "--arms", "base,stream_wait", "--seeds", "1", "--no-save", "--no-progress",
                  "--set", "workload.num_requests=6"]) == 0
     assert "differ between" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("resume", [True, False])
+def test_a_sweep_out_that_is_a_folder_is_refused_naming_it_a_folder(scenario, tmp_path, capsys, resume):
+    """`sweep --out results/mine` (a results folder) was refused as `not a readable parquet file
+    (Error creating dataset. Could not read schema from 'results/mine/base-seed1/bench_serving.jsonl'
+    ...)`, and with --no-resume as something else again; it is now said to be a folder, with the
+    file to give instead."""
+    run = tmp_path / "mine" / "base-seed1"
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text("{}")
+    argv = ["sweep", str(scenario), "--grid", "server.chunked_prefill_size=2048,4096", "--seeds", "1",
+            "--out", str(tmp_path / "mine"), "--workers", "1", "--no-progress", *([] if resume else ["--no-resume"])]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "a folder" in err[0] and "sweep.parquet" in err[0], err
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["base-seed1"]
