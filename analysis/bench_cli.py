@@ -353,6 +353,11 @@ def check_built_fits(sc: Any, profile: str | None, source: str | None) -> None:
         raise ConfigError(source, f"{e.key} of the scenario built from the line", e.value, e.allowed) from None
 
 
+VALIDATE_BENCH_HEADER = "metric,predicted,measured,error_pct"
+"""The header of validate-bench's validate.csv (specsched validate's, appended run after run,
+is another: cell, arm, metric, ...)."""
+
+
 def cmd_validate_bench(args: argparse.Namespace) -> int:
     """Predicted (mean over seeds) vs a bench_serving run, for every metric the run has."""
     from specsched.sim.bench_serving import read_bench_one, require_measured
@@ -363,6 +368,13 @@ def cmd_validate_bench(args: argparse.Namespace) -> int:
         if blocker is not None:
             raise ConfigError("<command line>", "--out", args.out, f"{blocker} is a file: give a folder for the table "
                               "and the runs (validate writes validate.csv, measured/, predicted-seed*/ in it)")
+        own = o / "validate.csv"
+        if own.is_file():   # specsched validate's appended table (cell, arm, metric, ...) was written over
+            with open(own, encoding="utf-8", errors="replace") as f:
+                header = f.readline().strip()
+            if header not in (VALIDATE_BENCH_HEADER, ""):
+                raise ConfigError("<command line>", "--out", args.out, f"{own} holds another table ({header[:60]!r}; "
+                                  f"this one's is {VALIDATE_BENCH_HEADER!r}): give another folder")
     measured = require_measured(read_bench_one(args.file))
     if args.profile and not args.scenario:   # the scenario is built from the line with it
         check_profile_arg(args.profile)

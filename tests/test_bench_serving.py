@@ -428,3 +428,33 @@ def test_validate_bench_of_two_runs_own_lines_writes_two_folders(tmp_path, monke
                      "--seeds", "1"]) == 0
     made = sorted(p.name for p in (tmp_path / "results" / "validate-bench").iterdir())
     assert made == ["a-base-seed1-line1", "b-base-seed1-line1"], made
+
+
+def test_validate_bench_out_holding_validates_appended_table_is_refused(tmp_path, monkeypatch, capsys):
+    """`specsched validate CELL --device cpu --out vout` appends its rows to vout/validate.csv
+    (cell, arm, metric, ...); `validate-bench FILE --out vout` then wrote its own table over it
+    without a word, the rows of every earlier device validation lost. It is refused before the
+    runs, as validate refuses another table's header."""
+    import yaml
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump({
+        "name": "a", "profile": "h200-1b",
+        "workload": {"kind": "burst", "num_requests": 3, "input_len": {"kind": "fixed", "value": 200},
+                     "output_len": {"kind": "fixed", "value": 8}}}))
+    assert main(["run", "a.yaml", "-q"]) == 0
+    (tmp_path / "vout").mkdir()
+    table = "cell,arm,metric,predicted,measured,error_pct,seed,overrides\nh200-batch8,base,mean_ttft_ms,1,2,-50,1,\n"
+    (tmp_path / "vout" / "validate.csv").write_text(table)
+    capsys.readouterr()
+    assert main(["validate-bench", "results/a/base-seed1/bench_serving.jsonl", "--profile", "h200-1b", "--seeds", "1",
+                 "--out", "vout"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--out" in err[0] and "validate.csv" in err[0], err
+    assert (tmp_path / "vout" / "validate.csv").read_text() == table
+    assert sorted(p.name for p in (tmp_path / "vout").iterdir()) == ["validate.csv"]
+    # its own table is replaced as before: the same comparison run again
+    assert main(["validate-bench", "results/a/base-seed1/bench_serving.jsonl", "--profile", "h200-1b", "--seeds", "1",
+                 "--out", "own"]) == 0
+    assert main(["validate-bench", "results/a/base-seed1/bench_serving.jsonl", "--profile", "h200-1b", "--seeds", "1",
+                 "--out", "own"]) == 0
