@@ -230,7 +230,14 @@ class FitCase:
 
     @property
     def label(self) -> str:
-        return Path(self.run.source).name
+        """The run as the fit's table names it: ``FILE:LINE`` without its folders, or for the
+        bench_serving.jsonl of a results directory (every run's line has that name)
+        ``<scenario>/<run>/bench_serving.jsonl:LINE``."""
+        p = Path(self.run.source)
+        path = Path(self.run.source.rsplit(":", 1)[0])
+        if path.name == "bench_serving.jsonl" and (path.parent / "summary.json").is_file():
+            return f"{path.parent.parent.absolute().name}/{path.parent.name}/{p.name}"
+        return p.name
 
 
 ARRIVALS = ("auto", "rate", "details")

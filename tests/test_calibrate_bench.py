@@ -1118,3 +1118,21 @@ def test_a_bad_params_name_is_the_only_output_line(tmp_path, capsys, monkeypatch
     err = cap.err.strip().splitlines()
     assert len(err) == 1 and f"--params = '{param}'" in err[0], err
     assert not (tmp_path / "o.yaml").exists()
+
+
+def test_two_results_directories_lines_are_told_apart_in_the_fit_table(tmp_path):
+    """`calibrate --from results/a/base-seed1/bench_serving.jsonl results/b/base-seed1/bench_serving.jsonl`
+    labelled both runs `bench_serving.jsonl:1` in the before/after table and the `unexplained:`
+    lines: every results directory's line has that file name. A results directory's line is
+    labelled by its folders."""
+    from specsched.analysis.calibrate_bench import FitCase
+
+    labels = []
+    for name in ("a", "b"):
+        d = tmp_path / name / "base-seed1"
+        d.mkdir(parents=True)
+        (d / "summary.json").write_text("{}")
+        labels.append(FitCase(run=type("R", (), {"source": f"{d / 'bench_serving.jsonl'}:1"})(), scenario=None).label)
+    assert labels == ["a/base-seed1/bench_serving.jsonl:1", "b/base-seed1/bench_serving.jsonl:1"]
+    other = FitCase(run=type("R", (), {"source": f"{tmp_path / 'runs.jsonl'}:3"})(), scenario=None)
+    assert other.label == "runs.jsonl:3"
