@@ -607,7 +607,7 @@ def add_parsers(sub: Any) -> None:
                         "lines), as calibrate --from does, else draws arrivals at its rate; rate draws (but for a vLLM "
                         "line at rate inf whose arrivals spread over the run: a timed_trace run); details always "
                         "replays")
-    v.add_argument("--out", help="output folder (default results/validate-bench/<file>-line<N>)")
+    v.add_argument("--out", help="output folder (default results/validate-bench/<file>-line<N>; a results directory's bench_serving.jsonl: <scenario>-<run>-line<N>)")
     v.add_argument("--plot", action="store_true", help="overlay measured TTFT/TPOT/ITL distributions on the prediction")
     v.add_argument("--log-x", action="store_true", help="logarithmic latency axes in the plots")
     add_agentic_options(v)
