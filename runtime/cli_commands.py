@@ -431,7 +431,9 @@ def add_parsers(sub: Any) -> None:
     _common(v, scenario_optional=True)
     v.add_argument("--profile", default=None, help="profile made by `specsched profile` on the same device "
                                                    "(required unless --measured, where it overrides the scenario's)")
-    v.add_argument("--out", default=None, help="directory for both results and validate.csv (appended)")
+    v.add_argument("--out", default=None, help="measuring here: directory for both results and validate.csv (rows "
+                                               "appended); with --measured: the folder validate-bench writes, its "
+                                               "validate.csv replaced (default results/validate-bench/<file>-line<N>)")
     v.add_argument("--measured", metavar="FILE[:LINE]", help="a real server's bench_serving result to compare with "
                                                              "(SGLang JSONL or vLLM JSON; nothing is measured here)")
     v.add_argument("--scenario", dest="scenario_file", metavar="S", help="with --measured: the scenario YAML "

@@ -416,3 +416,15 @@ def test_a_run_refused_after_loading_prints_no_server_defaults_before_its_line(b
     cap = capsys.readouterr()
     assert cap.out == "" and cap.err.count("\n") == 1 and "Traceback" not in cap.err, (cap.out, cap.err)
     assert not (tmp_path / "out").exists()
+
+
+def test_validate_help_says_what_out_does_in_each_form(capsys):
+    """``validate --out D`` appends its rows to D/validate.csv when it measures here; with
+    ``--measured`` it writes as validate-bench does, replacing validate.csv: the help says both."""
+    with pytest.raises(SystemExit) as e:
+        main(["validate", "--help"])
+    assert e.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    start = out.index("--out OUT", out.index("options:"))
+    text = out[start:out.index("--measured FILE[:LINE]", start)]
+    assert "appended" in text and "--measured" in text and "replaced" in text, text
