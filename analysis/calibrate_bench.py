@@ -1464,7 +1464,12 @@ def _say_running_accept_lengths(runs: Sequence[Any]) -> None:
 
 def cmd_calibrate_from(args: argparse.Namespace) -> int:
     """``specsched calibrate --from F1 F2 ... --profile P --out NEW``."""
-    from specsched.analysis.server_log import decode_step_samples, parse_server_log, prefill_summary
+    from specsched.analysis.server_log import (
+        decode_step_samples,
+        format_log_summary,
+        parse_server_log,
+        prefill_summary,
+    )
     from specsched.sim.profile import load_profile
 
     if not args.profile:
@@ -1523,7 +1528,9 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
         if samples is not None:
             if len(samples):
                 check_log_matches(log, args.server_log, cases[0].scenario.server)
-            print(f"server log {args.server_log}: {prefill_summary(log)}; {len(samples)} pure-decode samples")
+            print(f"server log {args.server_log}:")
+            for line in format_log_summary(prefill_summary(log), len(samples)):
+                print(f"  {line}")
             if not len(samples):
                 # nothing of the log enters the fit: said, and the profile is not named as fitted to it
                 why = ("it has no decode line: a prefill-decode prefill server's log" if not (log["kind"] == "decode").any()

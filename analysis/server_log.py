@@ -255,3 +255,32 @@ def prefill_summary(log: pd.DataFrame) -> dict[str, float]:
                decode_lines=int(decode.sum()),
                mean_accept_len=float(np.nanmean(accept)) if accept.notna().any() else float("nan"))
     return out
+
+
+LOG_SUMMARY_LINES: tuple[tuple[str, str, float, str], ...] = (
+    ("prefill_batches", "Prefill batches:", 1.0, "{:.0f}"),
+    ("mean_new_seq", "Mean new seqs per prefill batch:", 1.0, "{:.2f}"),
+    ("mean_new_token", "Mean new tokens per prefill batch:", 1.0, "{:.1f}"),
+    ("max_new_token", "Max new tokens per prefill batch:", 1.0, "{:.0f}"),
+    ("cached_share", "Cached prefill tokens (%):", 100.0, "{:.1f}"),
+    ("max_running_req", "Max running requests:", 1.0, "{:.0f}"),
+    ("max_queue_req", "Max queued requests:", 1.0, "{:.0f}"),
+    ("decode_lines", "Decode lines:", 1.0, "{:.0f}"),
+    ("mean_accept_len", "Mean accept length (tokens/step):", 1.0, "{:.2f}"),
+)
+"""(key of :func:`prefill_summary`, label, scale, format) of each line :func:`format_log_summary` prints."""
+
+
+def format_log_summary(summary: dict[str, float], decode_samples: int) -> list[str]:
+    """:func:`prefill_summary` as readable lines, a label then a figure, laid out as
+    bench_serving prints its result (``{:<40} {:<10}``): counts, tokens, requests, the cached
+    share in % and the accept length in tokens per decode step; a figure the log does not give
+    (no prefill line, no accept length) reads ``n/a``, never NaN. The last line is the number
+    of pure-decode samples (:func:`decode_step_samples`) the fit takes."""
+    lines = []
+    for key, label, scale, fmt in LOG_SUMMARY_LINES:
+        v = summary.get(key)
+        text = "n/a" if v is None or not np.isfinite(v) else fmt.format(v * scale)
+        lines.append(f"{label:<40} {text}")
+    lines.append(f"{'Pure-decode samples:':<40} {decode_samples}")
+    return lines

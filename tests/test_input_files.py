@@ -232,3 +232,19 @@ def test_a_piped_profile_gives_the_hardware_defaults_the_file_gives(tmp_path, ca
     head = "server defaults for this hardware"
     assert head in from_file
     assert from_pipe.split("\n=")[0] == from_file.split("\n=")[0]
+
+
+def test_calibrate_prints_the_server_log_summary_as_lines_with_n_a_for_a_missing_figure(tmp_path, capsys, monkeypatch):
+    """The summary of a decode server's log (prefill-decode disaggregation: no prefill line, so
+    no prefill batch to average) is printed as labelled lines; the missing figures read n/a, and
+    no Python dict or NaN reaches the user."""
+    monkeypatch.chdir(tmp_path)
+    log = tmp_path / "server.log"
+    log.write_text("".join(x for x in LOG.read_text().splitlines(keepends=True) if "Prefill batch" not in x))
+    assert main(["calibrate", "--profile", "h200-1b", "--params", "decode", "--seeds", "1", "--max-evals", "1",
+                 "--from", str(BENCH), "--server-log", str(log), "--out", "a.yaml", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "nan" not in out.lower().replace("nanosecond", "") and "{'" not in out, out
+    said = {x.split(":")[0].strip(): x.split()[-1] for x in out.splitlines() if x.startswith("  ") and ":" in x}
+    assert said["Prefill batches"] == "0" and said["Mean new tokens per prefill batch"] == "n/a", out
+    assert float(said["Mean accept length (tokens/step)"]) > 1, out
