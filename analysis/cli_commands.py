@@ -447,6 +447,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("results") / f"sweep-{Path(args.scenario).stem}.parquet"
     if out.is_dir():   # a results folder was read as a parquet dataset ("Could not read schema from ...")
         raise ConfigError(_CLI, "--out", str(out), f"a folder: the sweep is one file, e.g. {out / 'sweep.parquet'}")
+    if out.suffix.lower() != ".parquet":   # parquet written under a .csv name, and x.csv.samples.parquet beside it
+        raise ConfigError(_CLI, "--out", str(out), "the sweep writes a parquet file (and <name>.samples.parquet beside "
+                          f"it): give a name ending in .parquet, e.g. {out.with_suffix('.parquet')}")
     from specsched.sim.bundled import resolve_scenario_path
 
     base = parse_overrides(args.set)

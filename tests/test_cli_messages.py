@@ -428,3 +428,14 @@ def test_validate_help_says_what_out_does_in_each_form(capsys):
     start = out.index("--out OUT", out.index("options:"))
     text = out[start:out.index("--measured FILE[:LINE]", start)]
     assert "appended" in text and "--measured" in text and "replaced" in text, text
+
+
+@pytest.mark.parametrize("name", ["x.csv", "x", "x.parquet.csv"])
+def test_sweep_refuses_an_out_not_named_as_the_parquet_it_writes(name, tmp_path, capsys):
+    """``sweep --out results/x.csv`` wrote parquet under the .csv name (and x.csv.samples.parquet):
+    refused before any run, in one line naming the flag, the value and what is allowed."""
+    out = tmp_path / name
+    assert main(["sweep", "batch8-ll", "--grid", "server.chunked_prefill_size=2048,4096", "--out", str(out), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out" in err and str(out) in err and ".parquet" in err, err
+    assert list(tmp_path.iterdir()) == []
