@@ -164,6 +164,22 @@ def _slug(text: str) -> str:
 
 # ---------------------------------------------------------------- plot
 
+def _is_scenario_file(path: str) -> bool:
+    """Whether ``path`` is a scenario YAML file (a .yaml/.yml file whose top level is a mapping
+    with a ``workload`` key, which every scenario has); False for a results directory, a
+    bench_serving result file, a profile, or a file that cannot be read as YAML."""
+    p = Path(path)
+    if p.suffix.lower() not in (".yaml", ".yml") or not p.is_file():
+        return False
+    import yaml
+
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8", errors="replace"))
+    except yaml.YAMLError:
+        return False
+    return isinstance(data, dict) and "workload" in data
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     """``plot``: figures for one or more results directories (PNG + SVG each), or for a sweep.
 
@@ -189,6 +205,11 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     if len(args.results_dirs) == 1 and args.results_dirs[0].endswith(".parquet") and Path(args.results_dirs[0]).is_file():
         return _plot_sweep(args)
+    for d in args.results_dirs:   # read as a bench_serving file: "not a complete JSON object ...; truncated?"
+        if _is_scenario_file(d):
+            raise ConfigError(_CLI, "RESULTS_DIR", d, "a scenario, not results: plot takes a results directory or a "
+                              f"bench_serving result file (FILE[:LINE]); `specsched run {d}` simulates it into "
+                              "results/<scenario>/<arm>-seed<N>/, which plot takes")
     sweeps = [d for d in args.results_dirs if d.endswith(".parquet") and Path(d).is_file()]
     if sweeps:   # it was read as a bench_serving file: "not a text file"
         raise ConfigError(_CLI, "RESULTS_DIR", sweeps[0], "a sweep file is plotted alone (specsched plot SWEEP.parquet), "

@@ -439,3 +439,17 @@ def test_sweep_refuses_an_out_not_named_as_the_parquet_it_writes(name, tmp_path,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--out" in err and str(out) in err and ".parquet" in err, err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_plot_of_a_scenario_file_says_it_is_a_scenario_and_how_to_get_results(tmp_path, capsys, monkeypatch):
+    """``plot mine.yaml`` read the scenario as a bench_serving file ("not a complete JSON object
+    ...; truncated?"): it says the file is a scenario, what plot takes and the command that makes
+    results from it; exit 2, one line, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.yaml").write_text((ROOT / "scenarios" / "batch8-ll.yaml").read_text())
+    assert main(["plot", "mine.yaml", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "truncated" not in err, err
+    assert "mine.yaml" in err and "a scenario" in err and "results directory" in err and "bench_serving" in err, err
+    assert "specsched run mine.yaml" in err, err
+    assert [p.name for p in tmp_path.iterdir()] == ["mine.yaml"]
