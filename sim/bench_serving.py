@@ -308,7 +308,19 @@ def split_spec(spec: str | Path) -> tuple[Path, int | None]:
     return Path(head), int(tail)
 
 
-def _number(where: str, key: str, v: Any) -> float | None:
+def _number(where: str, key: str, v: Any, numeric_strings: bool = False) -> float | None:
+    """A JSON number of a result line as a float; None for a missing or null value.
+
+    bench_serving writes every figure as a JSON number (SGLang 0.5.23
+    ``benchmark/serving.py`` ``benchmark``: ``json.dumps`` of the result dict, infinity as
+    ``Infinity``); the one string it takes is vLLM's ``"inf"`` request rate (``"inf"``,
+    ``"infinity"``, ``"+inf"``, any case). A numeric string (``"120"``) is another writer's or
+    a hand edit and is refused like ``"sixty"`` or ``true``, unless ``numeric_strings``: a
+    value vLLM's ``--metadata KEY=VALUE`` writes, always a string (``seed``).
+
+    Raises:
+        ConfigError: a boolean, a list or object, or a string other than those above.
+    """
     if v is None:
         return None
     if isinstance(v, bool):
@@ -319,15 +331,17 @@ def _number(where: str, key: str, v: Any) -> float | None:
         t = v.strip().lower()
         if t in ("inf", "infinity", "+inf"):
             return math.inf
-        try:
-            return float(t)
-        except ValueError:
-            pass
+        if numeric_strings:
+            try:
+                return float(t)
+            except ValueError:
+                pass
+        raise ConfigError(where, key, v, "must be a JSON number or null, not a string (bench_serving writes numbers)")
     raise ConfigError(where, key, v, "must be a number or null")
 
 
-def _int_arg(where: str, key: str, v: Any) -> int | None:
-    x = _number(where, key, v)
+def _int_arg(where: str, key: str, v: Any, numeric_strings: bool = False) -> int | None:
+    x = _number(where, key, v, numeric_strings)
     if x is None:
         return None
     if not math.isfinite(x) or x != int(x):
@@ -357,7 +371,7 @@ def _args(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
     # as the scenario's seed when it is an integer, else kept as written ("--metadata
     # seed=run-3" refused the whole line)
     try:
-        v = _int_arg(where, "seed", obj.get("seed"))
+        v = _int_arg(where, "seed", obj.get("seed"), numeric_strings=True)   # vLLM's --metadata seed=3: "3"
     except ConfigError:
         v = None
     if v is not None:

@@ -105,6 +105,9 @@ def test_details_become_requests_and_per_token_chunks(tmp_path):
     ('{"model": "x", "prompt": "hi"}\n', "<keys>"),                              # not bench_serving output
     ("just text\n", "<line>"),
     (json.dumps({**SGLANG_03, "completed": "many"}) + "\n", "completed"),         # wrong type
+    (json.dumps({**SGLANG_03, "completed": "120"}) + "\n", "completed"),          # a number as a string
+    (json.dumps({**SGLANG_03, "median_ttft_ms": " 12.5"}) + "\n", "median_ttft_ms"),
+    (json.dumps({**SGLANG_03, "max_concurrency": "16"}) + "\n", "max_concurrency"),
     (json.dumps({**SGLANG_0523, "ttfts": [0.1]}) + "\n", "ttfts"),               # details of other length
 ])
 def test_bad_files_fail_with_one_line_and_write_nothing(tmp_path, capsys, monkeypatch, content, key):
