@@ -1490,11 +1490,14 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
     runs = fit_runs(args.from_files, args.arrivals)
     from specsched.analysis.bench_cli import refuse_out_over_inputs
     from specsched.sim.bench_serving import split_spec
+    from specsched.sim.profile import resolve_profile_path
 
-    # the measured runs, the log and the template: the fitted profile written over one of them lost it
+    # the measured runs, the log, the template and the profile fitted: the fitted profile written
+    # over one of them lost it (over --profile: the profile the fit started from, silently)
     refuse_out_over_inputs(Path(args.out), [*(("a bench_serving result file", split_spec(f)[0]) for f in args.from_files),
                                             ("the server log", args.server_log),
-                                            ("the scenario template", args.scenario_template)])
+                                            ("the scenario template", args.scenario_template),
+                                            ("the input profile (--profile)", resolve_profile_path(args.profile))])
     profile = load_profile(args.profile)
     # a name that scales nothing, refused before the progress lines (it was refused by the first evaluation)
     scale_profile(profile, dict.fromkeys(params, 1.0))

@@ -248,3 +248,20 @@ def test_calibrate_prints_the_server_log_summary_as_lines_with_n_a_for_a_missing
     said = {x.split(":")[0].strip(): x.split()[-1] for x in out.splitlines() if x.startswith("  ") and ":" in x}
     assert said["Prefill batches"] == "0" and said["Mean new tokens per prefill batch"] == "n/a", out
     assert float(said["Mean accept length (tokens/step)"]) > 1, out
+
+
+def test_calibrate_refuses_an_out_that_is_its_input_profile(tmp_path, capsys, monkeypatch):
+    """``calibrate --from runs --profile my.yaml --out my.yaml`` wrote the fitted profile over the
+    profile it started from, silently: refused before the fit, in one line naming --out and
+    the profile; the file is left as it was."""
+    from specsched.sim.profile import resolve_profile_path
+
+    monkeypatch.chdir(tmp_path)
+    mine = tmp_path / "my.yaml"
+    mine.write_bytes(resolve_profile_path("h200-1b").read_bytes())
+    before = mine.read_bytes()
+    assert main(["calibrate", "--from", str(BENCH), "--profile", "my.yaml", "--params", "decode", "--seeds", "1",
+                 "--max-evals", "1", "--out", str(mine), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out" in err and str(mine) in err and "input profile" in err, err
+    assert mine.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["my.yaml"]
