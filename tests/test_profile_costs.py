@@ -60,6 +60,6 @@ def test_compare_and_sweep_say_it_once_for_an_analytic_profile(tmp_path, capsys,
     err = capsys.readouterr().err
     assert err.count(note) == (1 if flagged else 0), err
     assert main(["sweep", str(f), "--grid", "server.max_running_requests=2,4", "--seeds", "1",
-                 "--out", str(tmp_path / "sw"), "--no-progress"]) == 0
+                 "--out", str(tmp_path / "sw.parquet"), "--no-progress"]) == 0
     err = capsys.readouterr().err
     assert err.count(note) == (1 if flagged else 0), err
