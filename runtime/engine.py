@@ -200,7 +200,7 @@ class LoopHost:
                 self.rec.request_sent(s.index, s.input_len, s.output_len, sent)
                 if s.tokenizer_reject:
                     # the tokenizer's rejection never reaches the scheduler (sim/served.py
-                    # tokenizer_rejections): its error returns at once, its slot frees
+                    # is_tokenizer_rejection): its error returns at once, its slot frees
                     self.clients.finished(sent)
                     self.remaining -= 1
                     rejected += 1

@@ -1536,7 +1536,7 @@ class ClientCounting:
 
     Attributes:
         tokenizer_rejects_completed: a request the tokenizer rejected (a prompt or prompt +
-            output past the context, an empty prompt: sim/served.py ``tokenizer_rejections``)
+            output past the context, an empty prompt: sim/served.py ``is_tokenizer_rejection``)
             counted completed, TTFT 0.0, its asked output length; else failed.
         scheduler_aborts_completed: a request the scheduler aborted on arrival
             (``validate_input_length``: a prompt of ``max_req_input_len`` or more) likewise.

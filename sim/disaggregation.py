@@ -173,26 +173,17 @@ class PDEngine(SimEngine):
         # bootstrap address is in it), a request the servers reject too
         p, d = self._pick(self.prefill, "prefill"), self._pick(self.decode, "decode")
         if req.rid in self._rejected:
+            # both servers reject it at their queue's door, before any KV, bootstrap or
+            # forward (SGLang 0.5.23 disaggregation/prefill.py PrefillBootstrapQueue.add,
+            # decode.py DecodePreallocQueue.add: is_unadmitted_reject ->
+            # managers/scheduler.py retire_unadmitted_request, which streams the abort):
+            # the client gets its error at once, its row counts as failed
             self._retire_rejected(req.rid)
             return
         preq = Req(req.rid, req.input_len, 1, tokens=req.tokens, ignore_eos=req.ignore_eos, priority=req.priority,
                    routing_key=req.routing_key)
         self._pair[req.rid] = (p, d, preq, req)
         d._arrive(req)
-
-    def _retire_rejected(self, rid: int) -> None:
-        """A request both its servers reject (:func:`sim.served.trace_aborts`) ends now: each
-        server's tokenizer or scheduler rejects it as it arrives, and a scheduler in either
-        disaggregation mode retires an aborted request at its queue's door, before any KV,
-        bootstrap or forward (SGLang 0.5.23 disaggregation/prefill.py
-        ``PrefillBootstrapQueue.add`` and decode.py ``DecodePreallocQueue.add``:
-        ``is_unadmitted_reject`` -> managers/scheduler.py ``retire_unadmitted_request``, which
-        streams the abort). The client gets its error at once (its closed-loop or
-        max_concurrency slot frees). The router has picked its pair already (a round_robin
-        turn, a random draw: it picks before it forwards, as the request both servers get
-        carries the prefill server's bootstrap address), but it holds no server.
-        Its row counts as failed (:meth:`sim.records.Recorder.mark_aborted`)."""
-        super()._retire_rejected(rid)
 
     def _open_arrivals(self, times: np.ndarray) -> None:
         """Open arrivals reach the router (not one host's inbox): a process routes each at its

@@ -52,7 +52,7 @@ class Clients:
 
     def _retire_rejected(self, rid: int) -> None:
         """Request ``rid`` ends now without reaching a scheduler: the tokenizer rejected it
-        (``RequestSpec.tokenizer_reject``, sim/served.py ``tokenizer_rejections``: SGLang
+        (``RequestSpec.tokenizer_reject``, sim/served.py ``is_tokenizer_rejection``: SGLang
         0.5.23 tokenizer_manager.py ``_validate_one_request`` raises before
         ``_send_one_request``), so no extend runs and no KV is held for it. The client gets
         its error at once (a closed-loop or max_concurrency slot frees); its row counts as
@@ -148,7 +148,7 @@ class Clients:
             reaching.append(spec)
         self._tokenizer_free = free
         self._sent_at, self._arrive_at = sent, arrive
-        self._arrive_specs = reaching if len(reaching) < len(self.specs) else self.specs
+        self._arrive_specs = reaching
         if self._remaining == 0 and not self.all_done.triggered:
             self.all_done.succeed()
         # each client's timer starts at its send time, known now: the rows at once, in the

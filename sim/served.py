@@ -41,7 +41,7 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
       ``prefill_only`` and keeps the output it asked, which its client counts;
     * a ``trace`` row the server rejects (a prompt past the context or the pool's
       ``max_req_input_len``: :func:`trace_aborts`) carries SGLang's error text in its
-      ``abort``; on a co-located server one the tokenizer rejects (:func:`tokenizer_rejections`)
+      ``abort``; on a co-located server one the tokenizer rejects (:func:`is_tokenizer_rejection`)
       is marked ``tokenizer_reject`` and never reaches the scheduler, the others run as the
       scheduler's abort (:func:`sim.workload.scheduler_request`).
 
@@ -74,18 +74,18 @@ def served_requests(scenario: Scenario, specs: list, hw: Hardware | None,
         if int(trace_output_cut(scenario, np.array([i]), np.array([o]), hw)[0]) == o:
             return specs, cuts
     ins, outs = _spec_lengths(specs)
-    before_scheduler = np.zeros(len(specs), bool)
     if w.kind == "trace":
         aborts = trace_aborts(scenario, ins, outs, hw)
         kept, cut = served_rows(scenario, ins, outs, hw)
-        if scenario.server.disaggregation is None:   # a deployment's router retires its rejected rows itself
-            before_scheduler = tokenizer_rejections(scenario.server, context_length(scenario, hw)[0], ins, outs)
     else:
         aborts, kept, cut = [], ins, trace_output_cut(scenario, ins, outs, hw)
+    # a deployment's router retires its rejected rows itself; on one server the tokenizer's
+    # rejections never reach the scheduler
+    one_server = scenario.server.disaggregation is None
     specs = list(specs)
     for k, text in enumerate(aborts):
         if text is not None:
-            specs[k] = replace(specs[k], abort=text, tokenizer_reject=bool(before_scheduler[k]))
+            specs[k] = replace(specs[k], abort=text, tokenizer_reject=one_server and is_tokenizer_rejection(text))
     for k in np.flatnonzero(kept < ins).tolist():
         specs[k] = replace(specs[k], truncated_input=int(kept[k]))
     for k in np.flatnonzero(cut < outs).tolist():
@@ -109,9 +109,14 @@ entrypoints/http_server.py ``generate_request`` returns as the request's error, 
 
 TOKENIZER_ERRORS = (EMPTY_PROMPT, "The input (", "Requested token count exceeds the model's maximum context length")
 """How the errors of the requests SGLang 0.5.23 rejects before its scheduler begin
-(:func:`tokenizer_rejections`: :data:`EMPTY_PROMPT`, then tokenizer_manager.py
-``_validate_one_request``'s two; :func:`server_rejections` writes them). The scheduler's
-``validate_input_length`` error begins "Input length (" instead."""
+(:func:`server_rejections` writes them): an empty prompt's (:data:`EMPTY_PROMPT`,
+managers/io_struct.py ``normalize_batch_and_arguments`` at the top of tokenizer_manager.py
+``generate_request``), then tokenizer_manager.py ``_validate_one_request``'s two (a prompt of
+the context or more, a prompt plus ``max_new_tokens`` past it), run by ``_tokenize_one_request``
+before ``_send_one_request``: the ValueError goes back to the client from the HTTP handler, and
+the scheduler runs no extend and allocates no KV for such a request. The scheduler's
+``validate_input_length`` error begins "Input length (" instead: ``Req.set_finish_with_abort``
+-> ``_add_request_to_queue``, a one-token prefill."""
 
 
 def is_tokenizer_rejection(error: str) -> bool:
@@ -259,7 +264,7 @@ def trace_aborts(scenario: Scenario, ins: np.ndarray, outs: np.ndarray, hw: Hard
     completed, its native ``sglang`` client both (TTFT 0.0, the asked length): a comparison
     with such a line counts them so (:func:`sim.bench_serving.client_counting`). On a
     co-located server the tokenizer's rejection never reaches the scheduler
-    (:func:`tokenizer_rejections`: no extend, no KV; the client gets the error when the
+    (:func:`is_tokenizer_rejection`: no extend, no KV; the client gets the error when the
     tokenizer FIFO is done with it), the scheduler's runs as its abort (a one-token
     prefill). Under ``server.allow_auto_truncate`` no row is rejected:
     :func:`auto_truncated` says what the server keeps.
@@ -325,26 +330,6 @@ def server_rejections(srv, ctx: int | None, ins: np.ndarray, outs: np.ndarray) -
             out[k] = (f"Input length ({i} tokens) exceeds the maximum allowed length ({limit} tokens). "
                       "Use a shorter input or enable --allow-auto-truncate.")
     return out
-
-
-def tokenizer_rejections(srv, ctx: int | None, ins: np.ndarray, outs: np.ndarray) -> np.ndarray:
-    """Which of the requests (prompts ``ins``, asked outputs ``outs``, token arrays) one
-    SGLang 0.5.23 server with arguments ``srv`` and context length ``ctx`` (None: not known)
-    rejects before its scheduler sees them (bool array): an empty prompt
-    (:data:`EMPTY_PROMPT`, managers/io_struct.py ``normalize_batch_and_arguments`` at the top of
-    tokenizer_manager.py ``generate_request``), and without ``allow_auto_truncate`` a prompt of
-    ``ctx`` tokens or more or a prompt plus ``max_new_tokens`` past ``ctx``
-    (tokenizer_manager.py ``_validate_one_request``, run by ``_tokenize_one_request`` before
-    ``_send_one_request``). The ValueError goes back to the client from the HTTP handler: the
-    scheduler runs no extend and allocates no KV for such a request, unlike the abort of
-    managers/scheduler.py ``handle_generate_request`` (``validate_input_length`` ->
-    ``Req.set_finish_with_abort`` -> ``_add_request_to_queue``: a one-token prefill). The
-    same rows as :func:`server_rejections`' first two checks."""
-    ins, outs = np.asarray(ins, dtype=np.int64), np.asarray(outs, dtype=np.int64)
-    out = ins == 0
-    if srv.allow_auto_truncate or ctx is None:
-        return out
-    return out | (ins >= ctx) | (ins + outs > ctx)
 
 
 def _role_rejections(scenario: Scenario, role: str, ins: np.ndarray, outs: np.ndarray,
