@@ -66,7 +66,7 @@ from typing import Any
 
 import numpy as np
 from specsched.analysis.bench_cli import add_agentic_options, agentic_args
-from specsched.sim.atomic import file_above
+from specsched.sim.atomic import refuse_file_out
 from specsched.sim.errors import ConfigError
 from specsched.sim.host_speed import HOST_TABLES, SCALED_TERMS
 
@@ -1476,12 +1476,7 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
         raise ConfigError("<command line>", "--profile", "<missing>", "calibrate --from needs --profile (the profile to fit)")
     if not args.out:
         raise ConfigError("<command line>", "--out", "<missing>", "calibrate --from needs --out NEW.yaml")
-    if Path(args.out).is_dir():   # found before the fit, not after it (the write named a temporary file)
-        raise ConfigError("<command line>", "--out", args.out, "a folder: give the fitted profile's file, e.g. "
-                          f"{Path(args.out) / 'fitted.yaml'}")
-    above = file_above(args.out)
-    if above is not None:
-        raise ConfigError("<command line>", "--out", args.out, f"{above} is a file: it cannot hold the fitted profile")
+    refuse_file_out(args.out, "the fitted profile", "fitted.yaml")   # found before the fit, not after it
     take_range_notes()   # this command's simulations' only
     params = [p.strip() for p in args.params.split(",") if p.strip()]
     if not params:   # "$PARAMS" unset: a fit of no factor ended in a numpy traceback after its first evaluation

@@ -240,14 +240,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     # as measure and validate: `--device bogus` was torch's traceback from inside the first check
     check_device_and_preset(argparse.Namespace(device=args.device, preset=preset))
     if args.out:   # found before the checks, not by the write after them
-        from specsched.sim.atomic import file_above
+        from specsched.sim.atomic import refuse_file_out
 
-        if Path(args.out).is_dir():
-            raise ConfigError("<command line>", "--out", args.out, "a folder: give the table's file, e.g. "
-                              f"{Path(args.out) / 'doctor.md'}")
-        above = file_above(args.out)
-        if above is not None:
-            raise ConfigError("<command line>", "--out", args.out, f"{above} is a file: it cannot hold the table")
+        refuse_file_out(args.out, "the table", "doctor.md")
     rows = Doctor(args.device, preset, args.backend, args.repeats, args.allow_serializing).run()
     text = format_rows(rows)
     print(text)

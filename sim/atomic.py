@@ -52,6 +52,24 @@ def file_above(path: str | Path) -> Path | None:
     return above if above is not None and not above.is_dir() else None
 
 
+def refuse_file_out(out: str, what: str, example: str) -> None:
+    """Refuse, before the work that would write it, an ``--out`` that cannot be one file:
+    a folder (the write after the work named a temporary file), or a path under a file
+    (:func:`file_above`). ``what`` names what is written ("the table"), ``example`` a file
+    name to suggest inside the folder given.
+
+    Raises:
+        ConfigError: naming ``--out``, its value and what to give instead.
+    """
+    from specsched.sim.errors import ConfigError
+
+    if Path(out).is_dir():
+        raise ConfigError("<command line>", "--out", out, f"a folder: give {what}'s file, e.g. {Path(out) / example}")
+    above = file_above(out)
+    if above is not None:
+        raise ConfigError("<command line>", "--out", out, f"{above} is a file: it cannot hold {what}")
+
+
 def _fsync_path(path: Path, directory: bool = False) -> None:
     """Flush a file's (or a directory's entries') data to disk; best effort on platforms
     where a directory cannot be opened."""
