@@ -294,6 +294,9 @@ class Fits:
             # the extend attention's layout (runtime/runner.py _ragged: [B, Q, C] dense), and
             # the per-request length of the extend grid's batches (extend_layout)
             "extend_attention": "padded_max",
+            # a mixed step runs the chunk's extend, then the running rows' own decode
+            # (runtime/engine.py _launch_call), not one extend over all rows
+            "mixed_forward": "extend_then_decode",
             "extend_layout_len": self.prompt,
             "extend_attention_bucket": CTX_ALIGN,
             # unequal two-request extends timed whole (profile_gpu.split_phase)

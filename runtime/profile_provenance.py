@@ -312,6 +312,9 @@ class Provenance:
                                      "[B, Q, C]: queries padded to the longest extend, keys req_to_token[rows, :C] with C "
                                      "the longest prefix + extend rounded up, a position mask (runtime/runner.py _ragged, "
                                      f"runtime/layers.py paged_attention). Layout of the code, not a fit. [{env}]"),
+            "gpu.mixed_forward": ("extend_then_decode: a mixed step (enable_mixed_chunk) runs the chunk's extend, then "
+                                  "the running rows' decode step, graph-replayed where they fit (runtime/engine.py "
+                                  f"_launch_call). Layout of the code, not a fit. [{env}]"),
             "gpu.extend_layout_len": (f"{self.prompt}: gpu.extend's rows were timed as ceil(x / {self.prompt}) requests of "
                                       "near-equal length (runtime.profile_harness.extend_layout), so a row's dense keys per "
                                       f"token are its column + half a request's length. [{env}]"),

@@ -36,7 +36,9 @@ read over the padded rows ``P(bs)`` at the column timed at that width:
 request's own KV, each costing ``f = gpu.attention_padding_cost`` of a real one).
 
 A mixed step (``enable_mixed_chunk``) is one extend forward: the running requests are
-one-token extend rows at their context (0.5.23 schedule_batch.py ``mix_with_running``).
+one-token extend rows at their context (0.5.23 schedule_batch.py ``mix_with_running``);
+under ``gpu.mixed_forward: extend_then_decode`` (the runtime's profiles) the chunk's extend
+and then the running rows' decode step, as runtime/engine.py runs it.
 
 An extend of ``T`` tokens costs the extend grid ``E(T, c)`` at its attention context:
 ragged (SGLang's extend kernels) ``c = sum_i e_i (p_i + e_i / 2) / T``; under
@@ -211,6 +213,7 @@ class CostModel:
         self.padding_cost = g.attention_padding_cost
         self.width_offset = _round_up(_round_up(self.window, align), self.attention_tile)
         self.padded_extend = g.extend_attention == "padded_max"
+        self.mixed_split = g.mixed_split
         if self.padded_extend:
             self._ext_shift = layout_shift(g.extend.x, g.extend_layout_len)
             self._inj_shift = layout_shift(g.draft_inject.x, g.extend_layout_len) if g.draft_inject is not None else None
@@ -382,10 +385,12 @@ class CostModel:
             # old profiles: a per-token injection cost, over the padded bucket's tokens
             return GpuCost(extend_s=(self.extend_bucket(tokens) or tokens) * self.profile.gpu.draft_inject_per_token_s)
         extend_s = 0.0
-        if plan.mode is ForwardMode.MIXED:
+        if plan.mode is ForwardMode.MIXED and not self.mixed_split:
             # the running rows of a mixed step are one-token extend rows (0.5.23
             # schedule_batch.py mix_with_running: extend_end = prefix_len + 1; no verify with
-            # speculative decoding): one extend forward over all rows, its weights read once
+            # speculative decoding): one extend forward over all rows, its weights read once.
+            # A profile whose mixed steps run the rows' own decode after the extend
+            # (gpu.mixed_forward, the runtime's) prices them below as decode rows
             n_ext = plan.batch_size
         if n_ext:
             extend_s = self.extend_s(plan.extend_lens[:n_ext], plan.prefix_lens[:n_ext])
@@ -504,8 +509,8 @@ class CostModel:
         nearest segment's line, rising or flat beyond the last width; one width: flat),
         at least 0; between the ``T`` rows linear, beyond them the nearest row's value
         (the term's dependence on tokens outside the timed ones is not known). A mixed
-        step, read as one extend (:meth:`gpu`), counts its one-token running rows as nearly
-        fully padded requests. Never negative, so an extend never costs less than its dense reading."""
+        step read as one extend (:meth:`gpu`, ``gpu.mixed_forward: one_extend``) counts its
+        one-token running rows as nearly fully padded requests. Never negative, so an extend never costs less than its dense reading."""
         if self._split is None or len(extend_lens) < 2:
             return 0.0
         share = padded_share(extend_lens)

@@ -390,6 +390,19 @@ class GpuProfile(BaseModel):
         proportion to their padded shares ``(Q - e_i) / Q``, by tokens and width
         (:meth:`sim.cost_model.CostModel.unequal_extend_s`). None (analytic, hand-written
         and older profiles): not measured, the dense reading alone, as before.
+    mixed_forward: how a mixed step (``enable_mixed_chunk``) runs its running requests.
+        ``one_extend``: in the chunk's extend forward, one-token extend rows at their
+        context, the weights read once (SGLang 0.5.23 schedule_batch.py
+        ``mix_with_running``; its ragged extend kernels then read each row's KV once).
+        ``extend_then_decode``: the chunk's extend forward, then the running rows' own
+        decode (or verify) step, graph-replayed where the rows fit, one after the other on
+        the forward stream (the runtime: runtime/engine.py ``_launch_call``), so the step
+        costs the extend plus the decode step. None (default): ``extend_then_decode`` for a
+        ``padded_max`` extend attention (only the runtime's profiles have it), else
+        ``one_extend``. Read as :attr:`mixed_split`. Why it matters: round 43 on an H100
+        (docs/measurements/h100-v43.md) measured the runtime's mixed steps at the extend
+        plus a decode step (~47 ms at ~1020 tokens and 1-10 running rows), where pricing the
+        rows as padded extend rows gave 5-7x that.
     dp_attention_sync_s: seconds a DP-attention lock-step forward adds to its slowest rank's
         cost (server.enable_dp_attention with dp_size > 1; sim/dp_attention.py): the
         cross-rank gathers of one forward (the scheduler's mlp-sync all-gather,
@@ -426,6 +439,15 @@ class GpuProfile(BaseModel):
     extend_attention_bucket: int = Field(1, ge=1, le=1_000_000)
     extend_split: list[ExtendSplit] | None = None
     dp_attention_sync_s: Seconds = 0.0
+    mixed_forward: Literal["one_extend", "extend_then_decode"] | None = None
+
+    @property
+    def mixed_split(self) -> bool:
+        """True when a mixed step runs the chunk's extend and then the running rows' decode
+        as two forwards (``mixed_forward``, its default by ``extend_attention``)."""
+        if self.mixed_forward is None:
+            return self.extend_attention == "padded_max"
+        return self.mixed_forward == "extend_then_decode"
 
     @model_validator(mode="after")
     def _extend_layout(self) -> GpuProfile:

@@ -502,6 +502,39 @@ def test_padded_extend_needs_the_layout_length(tmp_path):
         load_profile(str(p))
 
 
+def mixed_plan(lens, pre, dec_ctx):
+    """A mixed step: extends of ``lens`` after ``pre``, then one running row per ``dec_ctx``."""
+    from specsched.sim.plan import BatchPlan, ForwardMode
+    n, m = len(lens), len(dec_ctx)
+    return BatchPlan(step=0, mode=ForwardMode.MIXED, rids=tuple(range(n + m)),
+                     extend_lens=tuple(lens) + (1,) * m, prefix_lens=tuple(pre) + tuple(dec_ctx),
+                     num_extend=n, new_rids=tuple(range(n)))
+
+
+@pytest.mark.parametrize("gpu, split", [({}, False), (PADDED_EXTEND, True),
+                                        ({**PADDED_EXTEND, "mixed_forward": "one_extend"}, False),
+                                        ({"mixed_forward": "extend_then_decode"}, True)])
+def test_a_mixed_step_runs_as_the_profile_says(gpu, split):
+    """gpu.mixed_forward: ``one_extend`` (SGLang's mix_with_running, ragged kernels) prices
+    the running rows as one-token extend rows of the chunk's forward; ``extend_then_decode``
+    (the runtime: runtime/engine.py ``_launch_call`` runs the extend, then the rows' decode
+    step) prices the extend alone plus the rows' decode/verify step. The default follows
+    the extend attention: ``padded_max`` profiles are the runtime's. Round 43 measured the
+    runtime's mixed steps at extend + decode (docs/measurements/h100-v43.md)."""
+    model = CostModel(extend_profile(**gpu), server(speculative_algorithm="none", speculative_num_draft_tokens=1))
+    lens, pre, dec = [1000], [1024], [3000, 2500, 2000, 1500, 1000, 500, 2800]
+    cost = model.gpu(mixed_plan(lens, pre, dec))
+    alone = model.extend_s(lens, pre)
+    if split:
+        assert cost.extend_s == pytest.approx(alone, rel=1e-12)
+        assert cost.decode_s == pytest.approx(model.step_s(len(dec), sum(dec) / len(dec),
+                                                           max(dec) if model.padded_attention else None), rel=1e-12)
+    else:
+        assert cost.decode_s == 0.0
+        assert cost.extend_s == pytest.approx(model.extend_s(lens + [1] * len(dec), pre + dec), rel=1e-12)
+    assert model.profile.gpu.mixed_split is split
+
+
 # ------------------------------------------------ unequal extends timed whole (gpu.extend_split)
 def split_profile(extra: dict[tuple[int, int], float], **gpu) -> Profile:
     """extend_profile under padded_max with gpu.extend_split: each ``(tokens, tail prefix)``

@@ -57,6 +57,8 @@ def test_profile_validates_with_the_requested_axes(prof: dict) -> None:
     assert p.gpu.draft_inject_per_token_s >= 0  # a fitted slope: noise on a loaded CPU can clamp it
     # the runtime's extend attention is dense over [B, Q, C]; the grid's layouts are 1024 long
     assert (p.gpu.extend_attention, p.gpu.extend_layout_len, p.gpu.extend_attention_bucket) == ("padded_max", 1024, 64)
+    # and its mixed steps run the extend, then the running rows' decode (runtime/engine.py)
+    assert p.gpu.mixed_forward == "extend_then_decode" and "_launch_call" in p.provenance["gpu.mixed_forward"]
     # the grids' columns (multiples of 64) ran attention over round_up(c + W, 64)
     assert p.gpu.attention_grid_align == 64 and "round_up" in p.provenance["gpu.attention_grid_align"]
     assert p.gpu.eager_factor >= 1.0
