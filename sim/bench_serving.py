@@ -1053,6 +1053,15 @@ def read_bench(path: str | Path, line: int | None = None, *, left_out: list[str]
     for i, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
             continue
+        if raw[:1] in " \t":
+            # an indented line is inside a multi-line object (json.dump(result, f, indent=2), jq .):
+            # never a run of its own, though it may parse (an itls list's last gap, ``0.0084``, or
+            # ``{}``); read as such it made a file of indented runs "JSONL" and hid the objects
+            if bad is None:
+                bad = (i, raw.strip(), "an indented line, part of a multi-line object")
+            if line is None or i >= line:
+                break
+            continue
         try:
             objs.append((i, json_value(raw)))
         except json.JSONDecodeError as e:
@@ -1082,11 +1091,14 @@ def read_bench(path: str | Path, line: int | None = None, *, left_out: list[str]
             whole = json_value(text)
             objs = [(k + 1, o) for k, o in enumerate(whole)] if isinstance(whole, list) else [(1, whole)]
         except json.JSONDecodeError:
-            scanned = None if objs else _indented_objects(text)   # a file that began as JSONL keeps its line's error
+            # objects one after another, each over one line or several (JSONL runs and indented
+            # ones appended to one file); where that fails too, a file that began as JSONL keeps
+            # its line's error
+            scanned = _indented_objects(text)
             if isinstance(scanned, list):
                 objs = scanned
             else:
-                i, raw, msg = bad if scanned is None else scanned
+                i, raw, msg = bad if objs else scanned
                 shown = clipped(raw)
                 reports = printed_reports(text) if REPORT_TITLE in text else []
                 if reports:   # its stdout kept: the run's figures as printed, under the result file's keys

@@ -1341,6 +1341,22 @@ def test_a_json_list_of_runs_on_one_line(tmp_path):
     assert [r.source for r in got] == [f"{f}:1", f"{f}:2"] and got[1].args["request_rate"] == 16.0
 
 
+def test_an_indented_run_with_details_is_named_by_its_line(tmp_path):
+    """``json.dump(result, f, indent=2)`` of an ``--output-details`` line puts each ``itls``
+    list's last gap on a line of its own (``0.0084``: a JSON value by itself). Naming the second
+    run read those bare numbers as JSONL lines and refused the file at line 1 (``{``), while
+    reading every run found both."""
+    src = _objs(DATA / "bench" / "sglang-0.5.23-details.jsonl")[0]
+    f = tmp_path / "pretty.json"
+    text = json.dumps(src, indent=2) + "\n"
+    f.write_text(text + text.replace('"tag": ', '"tag": "second", "x": ', 1))
+    second = text.count("\n") + 1
+    assert [r.source for r in read_bench(f)] == [f"{f}:1", f"{f}:{second}"]
+    run = read_bench_one(f"{f}:{second}")
+    assert run.extra["tag"] == "second" and run.summary["completed"] == src["completed"]
+    assert read_bench_one(f"{f}:1").extra["tag"] == src["tag"]
+
+
 def test_percentile_pairs_of_vllms_metrics_dataclass():
     """``dataclasses.asdict`` of vLLM's BenchmarkMetrics keeps ``percentiles_{m}_ms`` as
     [[P, value], ...]: read as ``p{P}_{m}_ms`` (they were kept only as unknown keys, so no
