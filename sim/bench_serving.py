@@ -873,6 +873,11 @@ _REPORT_ROWS = {
     "peak output token throughput (tok/s):": "max_output_tokens_per_s",
     "peak concurrent requests:": "max_concurrent_requests", "total token throughput (tok/s):": "total_throughput",
     "concurrency:": "concurrency", "accept length:": "accept_length",
+    # vLLM's block (benchmarks/benchmark_serving.py 0.6-0.10, vllm/benchmarks/serve.py 0.10-0.34
+    # ``benchmark()``): its own names for the rest, under the keys its result JSON writes them
+    "failed requests:": "failed", "maximum request concurrency:": "max_concurrency",
+    "request rate configured (rps):": "request_rate", "request goodput (req/s):": "request_goodput",
+    "acceptance length:": "spec_decode_acceptance_length",
 }
 """The printed report's rows (0.5.23 ``benchmark/serving.py`` ``benchmark()``'s ``print`` calls,
 each ``"{:<40} {:<10}".format(label, value)``) -> the result file's keys for the same figures."""
@@ -891,7 +896,15 @@ _STEADY_ROWS = {
 """The steady-state block's rows (``_print_metrics``, each ``"{:<40} {:<10}"``; the input rows
 one "N/A" row for a multi-turn replay) -> ``SteadyStateMetrics``' fields. The window's ends and
 the retokenized total are not printed."""
-_REPORT_STAT = re.compile(r"^(mean|median|std|max|p(\d+(?:\.\d+)?)) (ttft|tpot|itl|e2e latency) \(ms\):\s+(\S+)\s*$", re.I)
+_REPORT_STAT = re.compile(r"^(mean|median|std|max|p(\d+(?:\.\d+)?)) (ttft|tpot|itl|e2e latency|e2el) \(ms\):\s+(\S+)\s*$", re.I)
+_VLLM_BEFORE = {"traffic request rate:": "request_rate", "maximum request concurrency:": "max_concurrency",
+                "burstiness factor:": "burstiness"}
+"""What vLLM's ``benchmark()`` prints before its block (``Traffic request rate: inf``, ``Burstiness
+factor: 1.0 (Poisson process)``, ``Maximum request concurrency: None``; 0.6.6-0.34.0) -> its result
+JSON's keys; inside the block it repeats the rate and the concurrency only when they are set."""
+PRINTED_BY_VLLM = "printed_by_vllm"
+"""The key a run read from vLLM's printed block carries (True): its client, known in a result
+JSON by ``date`` (:func:`vllm_client`)."""
 _NAMESPACE_ARGS = ("dataset_name", "random_input_len", "random_output_len", "random_range_ratio", "sharegpt_output_len")
 """The dataset arguments read from the ``Namespace(...)`` line bench_serving prints before a run
 (0.5.23 ``run_benchmark``: ``print(f"{args}\\n")``), which its printed report does not repeat."""
@@ -943,12 +956,33 @@ def _steady_block(lines: list[str], k: int, out: list[tuple[int, dict[str, Any]]
     return k
 
 
+def _vllm_block(obj: dict[str, Any], before: Mapping[str, Any]) -> dict[str, Any]:
+    """A printed block without SGLang's ``Backend:`` row (every SGLang version prints it first)
+    that has ``Successful requests:`` and ``Benchmark duration (s):``: vLLM's
+    (``benchmarks/benchmark_serving.py`` 0.6-0.10 and ``vllm/benchmarks/serve.py`` 0.10-0.34
+    ``benchmark()``, checked in the 0.7.3, 0.11.0 and 0.34.0 source archives), read as its result
+    JSON holds the run. The backend, ``num_prompts`` and the rate, burstiness and concurrency come
+    from its ``Namespace(...)`` line (``print(args)`` in ``main``) and the lines it prints before
+    the block (:data:`_VLLM_BEFORE`); the block's own rate and concurrency rows win (0.10 on). Its
+    ``random_*`` arguments are left out: vLLM's ``--random-range-ratio`` draws from [len x (1 - r),
+    len x (1 + r)] (0.8.5 on), not SGLang's range, and its result JSON never holds them."""
+    out = {k: v for k, v in obj.items() if k not in _NAMESPACE_ARGS or k == "dataset_name"}
+    for k in ("request_rate", "max_concurrency", "burstiness", "num_prompts"):
+        if k not in out and before.get(k) is not None:
+            out[k] = before[k]
+    out["backend"] = str(before.get("backend", "vllm"))
+    if "bench_type" in before:   # `vllm bench serve` (0.10 on) writes endpoint_type = --backend
+        out["endpoint_type"] = out["backend"]
+    out[PRINTED_BY_VLLM] = True
+    return out
+
+
 def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
     """Runs from bench_serving's printed output (its stdout kept as a log, or pasted), as the
     result file would hold them: one ``(line of the title, object)`` per "Serving Benchmark
     Result" block that names its ``Backend:``, ``Successful requests:`` and ``Benchmark duration
-    (s):`` (SGLang's report does, 0.2.0-0.5.23; a block without them, cut or another
-    client's, is no run here), read row
+    (s):`` (SGLang's report does, 0.2.0-0.5.23; vLLM's, which has no ``Backend:`` row, is read by
+    :func:`_vllm_block`; a block cut before the other two is no run here), read row
     by row under the result file's keys (:data:`_REPORT_ROWS`; ``Mean/Median/Std/Pnn/Max
     TTFT|TPOT|ITL|E2E Latency (ms)`` as ``mean_ttft_ms`` ...; ``--cache-report``'s ``Cache hit
     rate: 12.5%`` as ``cache_report.cache_hit_rate_pct``); the dataset arguments from the
@@ -960,16 +994,25 @@ def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
     lines = text.split("\n")
     out: list[tuple[int, dict[str, Any]]] = []
     ns: dict[str, Any] = {}
+    vllm_ns: dict[str, Any] = {}   # what vLLM's block needs of its Namespace line and the lines before it
     k = 0
     after_run = False   # the last block read was a run's report
     while k < len(lines):
         row = lines[k].strip()
         if "Namespace(" in row and "dataset_name=" in row:   # print(args), or print(f"{args=}")
-            ns = {}
+            ns, vllm_ns = {}, {}
             for m in _NAMESPACE_ARG.finditer(row):
+                v = m.group(2)
+                v = v[1:-1] if v.startswith("'") else None if v == "None" else _report_value(v)
                 if m.group(1) in _NAMESPACE_ARGS:
-                    v = m.group(2)
-                    ns[m.group(1)] = v[1:-1] if v.startswith("'") else None if v == "None" else _report_value(v)
+                    ns[m.group(1)] = v
+                if m.group(1) in ("backend", "num_prompts", "bench_type") and v is not None:
+                    vllm_ns[m.group(1)] = v
+        low = row.lower()
+        before = next((x for x in _VLLM_BEFORE if low.startswith(x)), None)
+        if before is not None:   # vLLM prints these before its block (SGLang's rate row is inside its own)
+            v = row[len(before):].split("(")[0].strip()
+            vllm_ns[_VLLM_BEFORE[before]] = None if v == "None" else _report_value(v)
         if _title_row(row, STEADY_TITLE):   # steady_state_serving's block, right after the run's
             k = _steady_block(lines, k, out) if after_run else k + 1
             after_run = False
@@ -998,6 +1041,8 @@ def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
                 if label is not None:
                     obj[_REPORT_ROWS[label]] = _report_value(row[len(label):])
             k += 1
+        if "backend" not in obj and {"completed", "duration"} <= set(obj):
+            obj = _vllm_block(obj, vllm_ns)
         after_run = {"backend", "completed", "duration"} <= set(obj)   # every SGLang version prints these three
         if after_run:
             if isinstance(obj["backend"], float):
@@ -1494,11 +1539,13 @@ def uncompared_percentiles(run: BenchRun) -> list[str]:
 
 def vllm_client(run: BenchRun) -> bool:
     """The line was written by vLLM's client: its result JSON (``date``, which only vLLM
-    writes: ``benchmark_serving.py``/``vllm bench serve`` ``main``), or a dump of its
+    writes: ``benchmark_serving.py``/``vllm bench serve`` ``main``), its printed result block
+    (:data:`PRINTED_BY_VLLM`, :func:`_vllm_block`), or a dump of its
     ``BenchmarkMetrics`` dataclass (``dataclasses.asdict``, as wrappers save it: no ``date``,
     but ``percentiles_{m}_ms`` lists, a field no SGLang version has;
     :func:`_percentile_pairs`)."""
-    return "date" in run.extra or any(k.startswith("percentiles_") and k.endswith("_ms") for k in run.extra)
+    return ("date" in run.extra or run.extra.get(PRINTED_BY_VLLM) is True
+            or any(k.startswith("percentiles_") and k.endswith("_ms") for k in run.extra))
 
 
 def itl_per_chunk(run: BenchRun) -> bool:

@@ -4,10 +4,11 @@ reports: the figures the result file would hold for it, under the same keys."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import yaml
-from specsched.sim.bench_serving import read_bench, read_bench_one
+from specsched.sim.bench_serving import itl_per_chunk, read_bench, read_bench_one, vllm_client
 from specsched.sim.errors import ConfigError
 
 from specsched.cli import main
@@ -184,3 +185,49 @@ def test_the_goodput_section_inside_the_report_leaves_the_runs_figures(tmp_path)
     p.write_text("\n".join(rep) + "\n")
     q.write_text("\n".join([*rep[:at], *goodput, *rep[at:]]) + "\n")
     assert read_bench_one(q).summary == read_bench_one(p).summary
+
+
+DATA = Path(__file__).parent / "data" / "stdout"
+
+
+def test_vllms_printed_report_is_read_as_its_result_file_would_hold_it():
+    """vLLM's ``vllm bench serve`` stdout (0.34.0 vllm/benchmarks/serve.py ``benchmark()``: the
+    same title, no ``Backend:`` row, the rate and concurrency printed before the block and in it
+    only when set, ``E2EL``, ``Failed requests:``, ``Acceptance length:``) was refused as a JSON
+    line cut short at line 1. Every printed figure reads back under the key vLLM's result JSON
+    gives it; the length arguments are not taken (vLLM's ``--random-range-ratio`` is not SGLang's)."""
+    (r,) = read_bench(DATA / "vllm-0.34.0-stdout.log")
+    assert r.source.endswith(":9")
+    assert r.args == {"backend": "vllm", "dataset_name": "random", "request_rate": 2.0, "max_concurrency": 4,
+                      "num_prompts": 8, "burstiness": 0.5}
+    s = r.summary
+    assert (s["completed"], s["duration"], s["total_input_tokens"], s["total_output_tokens"]) == (7, 4.35, 2688, 336)
+    assert (s["request_throughput"], s["output_throughput"], s["total_throughput"]) == (1.61, 77.24, 695.17)
+    assert (s["max_output_tokens_per_s"], s["max_concurrent_requests"]) == (112.0, 4.0)
+    assert (s["mean_ttft_ms"], s["median_ttft_ms"], s["p99_ttft_ms"]) == (48.31, 45.12, 80.44)
+    assert (s["mean_tpot_ms"], s["median_tpot_ms"], s["p99_tpot_ms"]) == (10.21, 10.05, 12.60)
+    assert (s["mean_itl_ms"], s["median_itl_ms"], s["p99_itl_ms"]) == (10.19, 9.98, 21.35)
+    assert (s["mean_e2e_latency_ms"], s["median_e2e_latency_ms"], s["p99_e2e_latency_ms"]) == (528.70, 520.02, 640.88)
+    assert s["accept_length"] == 2.84 and r.extra["failed"] == 1
+    assert r.num_prompts == 8
+    assert vllm_client(r) and itl_per_chunk(r)   # vLLM's client: one ITL per chunk
+
+
+def test_vllms_older_printed_report_at_inf_takes_the_rate_printed_before_it():
+    """vLLM 0.7.3 ``benchmarks/benchmark_serving.py``: no failed, peak or rate rows in the block;
+    ``Traffic request rate: inf`` and ``Maximum request concurrency: None`` printed before it."""
+    (r,) = read_bench(DATA / "vllm-0.7.3-stdout.log")
+    assert r.args["request_rate"] == math.inf and "max_concurrency" not in r.args
+    assert r.args["dataset_name"] == "sharegpt" and "random_input_len" not in r.args
+    assert (r.summary["completed"], r.summary["total_throughput"], r.summary["p99_itl_ms"]) == (6, 1142.99, 25.40)
+    assert "mean_e2e_latency_ms" not in r.summary   # e2el is not in vLLM's default --percentile-metrics
+
+
+def test_from_bench_builds_the_run_of_a_vllm_stdout(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    f = DATA / "vllm-0.34.0-stdout.log"
+    assert main(["scenario", "from-bench", str(f), "--profile", "h200-1b", "--out", "v.yaml"]) == 0
+    w = yaml.safe_load(open("v.yaml"))["workload"]
+    # the 7 that succeeded, at 2 req/s x 7/8, gamma gaps of shape 0.5, at most 4 in flight
+    assert (w["kind"], w["num_requests"], w["max_concurrency"], w["burstiness"]) == ("poisson", 7, 4, 0.5)
+    assert w["request_rate"] == pytest.approx(2.0 * 7 / 8)
