@@ -1148,8 +1148,12 @@ def read_bench(path: str | Path, line: int | None = None, *, left_out: list[str]
                 reports = printed_reports(text) if REPORT_TITLE in text else []
                 if reports:   # its stdout kept: the run's figures as printed, under the result file's keys
                     objs = reports
-                elif REPORT_TITLE in raw:   # 0.2.0-0.5.23 benchmark() prints this title over its report
-                    raise ConfigError(f"{p}:{i}", "<line>", shown, "bench_serving's printed report, not its result file: "
+                elif REPORT_TITLE in text:   # 0.2.0-0.5.23 benchmark() (and vLLM's) print this title over the report
+                    # named at the title's line (a log before it, "INFO ...", was refused as a JSON line cut short)
+                    at = next(k for k, x in enumerate(text.split("\n"), start=1) if REPORT_TITLE in x)
+                    title = clipped(text.split("\n")[at - 1].strip())
+                    raise ConfigError(f"{p}:{at}", "<line>", title, "bench_serving's printed report without its run's "
+                                      "size (Successful requests, Benchmark duration: cut short?), not its result file: "
                                       "rerun with --output-file F (one JSON line per run) and pass F") from None
                 else:
                     raise ConfigError(f"{p}:{i}", "<line>", shown, f"not a complete JSON object ({msg}; truncated?)") from None
@@ -1296,8 +1300,15 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
         summary["failed"] = int((~d.ok).sum())
     elif isinstance(run.extra.get("failed"), int) and not isinstance(run.extra.get("failed"), bool):
         summary["failed"] = run.extra["failed"]   # vllm bench serve writes the count
+    # the line's own arguments (rate, concurrency, lengths), which bench_record writes back in
+    # place of a scenario's: with none they were written null
     return RunResult(requests=requests, chunks=chunks, steps=empty_table("steps"),
-                   timeseries=empty_table("timeseries"), summary=summary, scenario=None)
+                     timeseries=empty_table("timeseries"), summary=summary, scenario=None,
+                     extra={BENCH_ARGS: dict(run.args)})
+
+
+BENCH_ARGS = "bench_args"
+"""``RunResult.extra`` key of a measured run's bench_serving arguments (:func:`to_run_data`)."""
 
 
 # ------------------------------------------------------------------ writing
@@ -1794,6 +1805,9 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
     s = run.summary or {}
     rec: dict[str, Any] = {"tag": s.get("scenario"), "backend": f"specsched-{s.get('source', 'sim')}"}
     rec.update(workload_args(run.scenario))
+    measured_args = (getattr(run, "extra", None) or {}).get(BENCH_ARGS)
+    if run.scenario is None and isinstance(measured_args, Mapping):   # a measured line's, as it wrote them
+        rec.update({k: v for k, v in measured_args.items() if k != "backend"})
     sc = run.scenario
     server = sc.server.model_dump(mode="json") if hasattr(sc, "server") else (sc or {}).get("server") if isinstance(sc, Mapping) else None
     rec["server_info"] = {**(server or {}), "specsched": {k: s.get(k) for k in ("scenario", "arm", "seed", "profile", "source")}}
@@ -1828,10 +1842,13 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
             v = extra[k]
         if v is None and k == "total_output_tokens_retokenized":
             v = _value(s, "total_output_tokens")
-        if v is None and k.endswith(("_tpot_ms", "_itl_ms")) and (_value(s, "completed") or 0) > 0:
+        done, out_tokens = _value(s, "completed") or 0, _value(s, "total_output_tokens")
+        if (v is None and k.endswith(("_tpot_ms", "_itl_ms")) and done > 0
+                and (out_tokens is None or out_tokens <= done)):
             # every output one token: no TPOT or ITL sample, and bench_serving writes
             # np.mean(tpots or 0) (its every statistic of both) = 0.0, not null
-            # (SGLang 0.5.23 benchmark/serving.py calculate_metrics)
+            # (SGLang 0.5.23 benchmark/serving.py calculate_metrics); not a statistic a measured
+            # line held as null or NaN beside longer outputs (it was written 0.0)
             v = 0.0
         rec[k] = v
     # SGLang 0.5.23's own keys, in its order, each present (null where unknown), then ours

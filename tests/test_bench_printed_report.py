@@ -231,3 +231,19 @@ def test_from_bench_builds_the_run_of_a_vllm_stdout(tmp_path, monkeypatch):
     # the 7 that succeeded, at 2 req/s x 7/8, gamma gaps of shape 0.5, at most 4 in flight
     assert (w["kind"], w["num_requests"], w["max_concurrency"], w["burstiness"]) == ("poisson", 7, 4, 0.5)
     assert w["request_rate"] == pytest.approx(2.0 * 7 / 8)
+
+
+def test_a_stdout_cut_inside_its_block_is_refused_as_a_printed_report_at_its_title():
+    """A stdout whose block was cut before ``Benchmark duration (s):`` (a run killed, a paste
+    stopped short) was refused as a JSON line cut short at its first line ("INFO ..."), not as
+    a printed report; the refusal names the block's title line."""
+    import tempfile
+
+    text = (DATA / "vllm-0.34.0-stdout.log").read_text()
+    cut = text[: text.index("Benchmark duration")]
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "bench.log"
+        p.write_text(cut)
+        with pytest.raises(ConfigError) as e:
+            read_bench(p)
+    assert e.value.file == f"{p}:9" and "--output-file" in e.value.allowed
