@@ -864,6 +864,7 @@ REPORT_TITLE = "Serving Benchmark Result"
 ``"{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="=")``)."""
 _REPORT_ROWS = {
     "backend:": "backend", "traffic request rate:": "request_rate", "max request concurrency:": "max_concurrency",
+    "max reqeuest concurrency:": "max_concurrency",   # so spelt by 0.4.0-0.4.6 (sglang/bench_serving.py; 0.5.1 fixed it)
     "successful requests:": "completed", "benchmark duration (s):": "duration",
     "total input tokens:": "total_input_tokens", "total input text tokens:": "total_input_text_tokens",
     "total input vision tokens:": "total_input_vision_tokens", "total generated tokens:": "total_output_tokens",

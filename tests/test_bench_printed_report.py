@@ -247,3 +247,18 @@ def test_a_stdout_cut_inside_its_block_is_refused_as_a_printed_report_at_its_tit
         with pytest.raises(ConfigError) as e:
             read_bench(p)
     assert e.value.file == f"{p}:9" and "--output-file" in e.value.allowed
+
+
+def test_sglang_04s_misspelt_concurrency_row_is_read(tmp_path, monkeypatch):
+    """SGLang 0.4.0-0.4.6 print ``Max reqeuest concurrency:`` (so spelt in ``sglang/bench_serving.py``
+    ``benchmark()`` of the 0.4.0 and 0.4.6 wheels; 0.5.1 fixed it): the row was not read, so a
+    closed loop of 64 at ``inf`` was built as a burst of every request."""
+    rows = [r.replace("Max request concurrency:", "Max reqeuest concurrency:") for r in _report(accept=None)]
+    p = tmp_path / "bench.log"
+    p.write_text("\n".join(rows) + "\n")
+    (run,) = read_bench(p)
+    assert run.args["max_concurrency"] == 64
+    monkeypatch.chdir(tmp_path)
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "s.yaml", "-q"]) == 0
+    w = yaml.safe_load((tmp_path / "s.yaml").read_text())["workload"]
+    assert (w["kind"], w["concurrency"]) == ("closed_loop", 64)
