@@ -1157,7 +1157,8 @@ def read_bench(path: str | Path, line: int | None = None, *, left_out: list[str]
                                       "size (Successful requests, Benchmark duration: cut short?), not its result file: "
                                       "rerun with --output-file F (one JSON line per run) and pass F") from None
                 else:
-                    raise ConfigError(f"{p}:{i}", "<line>", shown, f"not a complete JSON object ({msg}; truncated?)") from None
+                    raise _other_file(p, text) or ConfigError(f"{p}:{i}", "<line>", shown,
+                                                              f"not a complete JSON object ({msg}; truncated?)") from None
     if len(objs) == 1 and isinstance(objs[0][1], list):   # a JSON list on one line: runs by their place in it
         objs = [(k + 1, o) for k, o in enumerate(objs[0][1])]
     if not objs:
@@ -1182,6 +1183,31 @@ def read_bench(path: str | Path, line: int | None = None, *, left_out: list[str]
             run.summary.update(_steady_summary(steady[1], run, f"{p}:{steady[0]}"))
         runs.append(run)
     return runs
+
+
+_SERVER_LOG_LINE = re.compile(r"\b(?:Prefill|Decode) batch(?: \[\d+\])?\s*[,.(]")
+"""A line of an SGLang server log's scheduler statistics (0.2-0.5.23 ``Prefill batch. ...``,
+``Decode batch, ...``; analysis/server_log.py reads them)."""
+
+
+def _other_file(p: Path, text: str) -> ConfigError | None:
+    """The refusal of a file that is no JSON and no printed report but another input a user
+    has beside their results, named for what it is and where it goes (it was refused as a JSON
+    line cut short, "truncated?"): an SGLang server log (its batch lines) or a CSV table (a
+    request trace: a header row and rows of as many commas). None for anything else."""
+    m = _SERVER_LOG_LINE.search(text)
+    if m is not None:
+        at = text.count("\n", 0, m.start()) + 1
+        return ConfigError(f"{p}:{at}", "<line>", clipped(text.split("\n")[at - 1].strip()),
+                           "an SGLang server log (its 'Prefill batch'/'Decode batch' lines), not a bench_serving "
+                           "result: give it to calibrate --from RUNS --server-log; --measured and --from take "
+                           "bench_serving's --output-file (JSON) or its printed report")
+    rows = [x for x in text.split("\n")[:3] if x.strip()]
+    if len(rows) >= 2 and "{" not in rows[0] and rows[0].count(",") >= 1 and rows[1].count(",") == rows[0].count(","):
+        return ConfigError(f"{p}:1", "<line>", clipped(rows[0].strip()),
+                           "a CSV table (a request trace? replay it with a `trace` workload, docs/real-servers.md "
+                           "\"Trace replay\"), not a bench_serving result, which is JSON")
+    return None
 
 
 def joined_runs(p: Path, line: int, n: int) -> ConfigError:

@@ -1830,3 +1830,21 @@ def test_an_empty_zip_archive_is_named_as_such(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "an empty zip archive" in err[0] and "JSON" not in err[0], err
     assert not (tmp_path / "s.yaml").exists()
+
+
+def test_a_server_log_or_a_trace_passed_as_a_result_file_is_named_as_such(tmp_path):
+    """A server log or a trace CSV passed where a bench_serving result goes (``validate
+    --measured server.log``) was refused as a JSON line cut short ("truncated?"); a bench
+    stdout passed as ``--server-log`` as "not an SGLang server log". Each is named for what it
+    is, with where it goes."""
+    with pytest.raises(ConfigError) as e:
+        read_bench(LOGS / "sglang-0.5.23.log")
+    assert "server log" in e.value.allowed and "--server-log" in e.value.allowed and "truncated" not in e.value.allowed
+    with pytest.raises(ConfigError) as e:
+        read_bench(DATA / "traces" / "burstgpt.csv")
+    assert "CSV" in e.value.allowed and "trace" in e.value.allowed and "truncated" not in e.value.allowed
+    out = tmp_path / "bench.log"
+    out.write_text((DATA / "stdout" / "vllm-0.7.3-stdout.log").read_text())
+    with pytest.raises(ConfigError) as e:
+        parse_server_log(out)
+    assert "printed report" in e.value.allowed and "--from" in e.value.allowed
