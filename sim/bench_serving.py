@@ -630,6 +630,9 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         hint = ""
         if {"benchmark", "metric"} <= set(obj):   # vLLM's SAVE_TO_PYTORCH_BENCHMARK_FORMAT side file
             hint = " (a vLLM .pytorch.json record: pass the result JSON saved beside it)"
+        elif {"timestamp", "input_length", "output_length"} <= set(obj):   # a Mooncake trace's row
+            hint = (" (a request trace's row, Mooncake's layout: replay it with a trace workload, "
+                    "`trace: {path: ..., layout: mooncake}`)")
         raise ConfigError(where, "<keys>", keys, f"not bench_serving output: none of {', '.join(_IDENTIFYING)}{hint}")
     summary: dict[str, float] = {}
     unmeasured = []

@@ -1843,6 +1843,9 @@ def test_a_server_log_or_a_trace_passed_as_a_result_file_is_named_as_such(tmp_pa
     with pytest.raises(ConfigError) as e:
         read_bench(DATA / "traces" / "burstgpt.csv")
     assert "CSV" in e.value.allowed and "trace" in e.value.allowed and "truncated" not in e.value.allowed
+    with pytest.raises(ConfigError) as e:   # a Mooncake trace (JSONL): its rows' keys
+        read_bench(DATA / "traces" / "mooncake-conversation.jsonl")
+    assert "trace" in e.value.allowed and "layout: mooncake" in e.value.allowed
     out = tmp_path / "bench.log"
     out.write_text((DATA / "stdout" / "vllm-0.7.3-stdout.log").read_text())
     with pytest.raises(ConfigError) as e:
