@@ -842,7 +842,7 @@ def _indented_objects(text: str) -> list[tuple[int, Any]] | tuple[int, str, str]
     out: list[tuple[int, Any]] = []
     k, n = 0, len(text)
     while True:
-        while k < n and text[k] in " \t\r\n":
+        while k < n and text[k] in " \t\r\n\ufeff":   # (a byte-order mark: files saved with one, joined)
             k += 1
         if k >= n:
             return out
@@ -1100,6 +1100,8 @@ def read_bench(path: str | Path, line: int | None = None, *, left_out: list[str]
     # U+2028, U+0085 and the like, which a writer that keeps non-ASCII text as it is (json.dumps
     # with ensure_ascii=False, or serde_json) leaves raw in a generated text
     for i, raw in enumerate(text.split("\n"), start=1):
+        # a byte-order mark at a line's start: files an editor saved with one, joined (`cat a b`)
+        raw = raw.removeprefix("\ufeff")
         if not raw.strip():
             continue
         if raw[:1] in " \t":

@@ -1851,3 +1851,16 @@ def test_a_server_log_or_a_trace_passed_as_a_result_file_is_named_as_such(tmp_pa
     with pytest.raises(ConfigError) as e:
         parse_server_log(out)
     assert "printed report" in e.value.allowed and "--from" in e.value.allowed
+
+
+def test_result_files_each_with_a_byte_order_mark_joined_are_read(tmp_path):
+    """``cat a.jsonl b.jsonl`` (or Windows' ``type a b > all``) of files an editor saved with a
+    UTF-8 byte-order mark puts the second file's mark at the start of a line: that run was refused
+    as a JSON line cut short, and with it the whole file."""
+    one = (DATA / "bench" / "sglang-0.5.23.jsonl").read_text().splitlines()[0]
+    f = tmp_path / "all.jsonl"
+    f.write_bytes(("\ufeff" + one + "\r\n").encode() * 2)
+    assert [r.source for r in read_bench(f)] == [f"{f}:1", f"{f}:2"]
+    pretty = "\ufeff" + json.dumps(json.loads(one), indent=2) + "\n"   # indented runs so saved, joined
+    f.write_text(pretty * 2)
+    assert len(read_bench(f)) == 2
