@@ -902,10 +902,13 @@ one "N/A" row for a multi-turn replay) -> ``SteadyStateMetrics``' fields. The wi
 the retokenized total are not printed."""
 _REPORT_STAT = re.compile(r"^(mean|median|std|max|p(\d+(?:\.\d+)?)) (ttft|tpot|itl|e2e latency|e2el) \(ms\):\s+(\S+)\s*$", re.I)
 _VLLM_BEFORE = {"traffic request rate:": "request_rate", "maximum request concurrency:": "max_concurrency",
-                "burstiness factor:": "burstiness"}
+                "burstiness factor:": "burstiness", "traffic ramp-up strategy:": "ramp_up_strategy"}
 """What vLLM's ``benchmark()`` prints before its block (``Traffic request rate: inf``, ``Burstiness
 factor: 1.0 (Poisson process)``, ``Maximum request concurrency: None``; 0.6.6-0.34.0) -> its result
-JSON's keys; inside the block it repeats the rate and the concurrency only when they are set."""
+JSON's keys; inside the block it repeats the rate and the concurrency only when they are set. A
+ramp-up run prints ``Traffic ramp-up strategy: linear.`` and ``Will increase RPS from A to B RPS
+...`` in place of the rate (0.11.0-0.34.0), read as the JSON's ``ramp_up_*`` keys."""
+_VLLM_RAMP = re.compile(r"^Will increase RPS from (\S+) to (\S+) RPS")
 PRINTED_BY_VLLM = "printed_by_vllm"
 """The key a run read from vLLM's printed block carries (True): its client, known in a result
 JSON by ``date`` (:func:`vllm_client`)."""
@@ -971,7 +974,8 @@ def _vllm_block(obj: dict[str, Any], before: Mapping[str, Any]) -> dict[str, Any
     ``random_*`` arguments are left out: vLLM's ``--random-range-ratio`` draws from [len x (1 - r),
     len x (1 + r)] (0.8.5 on), not SGLang's range, and its result JSON never holds them."""
     out = {k: v for k, v in obj.items() if k not in _NAMESPACE_ARGS or k == "dataset_name"}
-    for k in ("request_rate", "max_concurrency", "burstiness", "num_prompts"):
+    for k in ("request_rate", "max_concurrency", "burstiness", "num_prompts", "ramp_up_strategy", "ramp_up_start_rps",
+              "ramp_up_end_rps"):
         if k not in out and before.get(k) is not None:
             out[k] = before[k]
     out["backend"] = str(before.get("backend", "vllm"))
@@ -1015,8 +1019,10 @@ def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
         low = row.lower()
         before = next((x for x in _VLLM_BEFORE if low.startswith(x)), None)
         if before is not None:   # vLLM prints these before its block (SGLang's rate row is inside its own)
-            v = row[len(before):].split("(")[0].strip()
+            v = row[len(before):].split("(")[0].strip().rstrip(".")
             vllm_ns[_VLLM_BEFORE[before]] = None if v == "None" else _report_value(v)
+        if (ramp := _VLLM_RAMP.match(row)) is not None:
+            vllm_ns.update(ramp_up_start_rps=_report_value(ramp.group(1)), ramp_up_end_rps=_report_value(ramp.group(2)))
         if _title_row(row, STEADY_TITLE):   # steady_state_serving's block, right after the run's
             k = _steady_block(lines, k, out) if after_run else k + 1
             after_run = False

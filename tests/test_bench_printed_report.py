@@ -262,3 +262,20 @@ def test_sglang_04s_misspelt_concurrency_row_is_read(tmp_path, monkeypatch):
     assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "s.yaml", "-q"]) == 0
     w = yaml.safe_load((tmp_path / "s.yaml").read_text())["workload"]
     assert (w["kind"], w["concurrency"]) == ("closed_loop", 64)
+
+
+def test_a_vllm_stdout_of_a_ramp_up_run_is_refused_as_its_result_json_is(tmp_path, monkeypatch):
+    """``vllm bench serve --ramp-up-strategy linear`` prints ``Traffic ramp-up strategy: linear.``
+    in place of the rate (0.34.0 ``benchmark()``); its result JSON's ``ramp_up_strategy`` makes
+    from-bench refuse it (the rate changed during the run). The printed run was built as a burst."""
+    text = (DATA / "vllm-0.34.0-stdout.log").read_text()
+    text = text.replace("Traffic request rate: 2.0", "Traffic ramp-up strategy: linear.\n"
+                        "Will increase RPS from 1.0 to 4.0 RPS over the duration of the benchmark.")
+    text = text.replace("Request rate configured (RPS):           2.00      \n", "")
+    p = tmp_path / "ramp.log"
+    p.write_text(text)
+    (run,) = read_bench(p)
+    assert run.extra["ramp_up_strategy"] == "linear" and "request_rate" not in run.args
+    monkeypatch.chdir(tmp_path)
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "s.yaml"]) == 2
+    assert not (tmp_path / "s.yaml").exists()
