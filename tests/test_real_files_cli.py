@@ -343,11 +343,13 @@ def test_other_real_files_handed_to_validate_are_named_for_what_they_are(tmp_pat
                                    "total_input_tokens": 8192, "total_output_tokens": 1024, "request_throughput": 2.5,
                                    "input_throughput": 2560.0, "output_throughput": 320.0, "total_throughput": 2880.0,
                                    "last_gen_throughput": 410.2}) + "\n")
-    for wrong, key in ((offline, "bench_offline_throughput"), (DATA / "logs" / "sglang-0.5.23.log", "<line>"),
-                       (DATA / "traces" / "mooncake-conversation.jsonl", "<keys>")):
+    log = DATA / "logs" / "sglang-0.5.23.log"   # named at its first batch line, as a server log
+    first_batch = next(i for i, x in enumerate(log.read_text().splitlines(), start=1) if "batch" in x)
+    for wrong, at, key in ((offline, 1, "bench_offline_throughput"), (log, first_batch, "an SGLang server log"),
+                           (DATA / "traces" / "mooncake-conversation.jsonl", 1, "<keys>")):
         assert main(["validate", "--measured", str(wrong), "--profile", "h200-1b", "--out", "v"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and f"{wrong.name}:1" in err[0] and key in err[0], err
+        assert len(err) == 1 and f"{wrong.name}:{at}:" in err[0] and key in err[0], err
         assert list(tmp_path.iterdir()) == []
 
 
