@@ -1016,12 +1016,14 @@ def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
                     ns[m.group(1)] = v
                 if m.group(1) in ("backend", "num_prompts", "bench_type") and v is not None:
                     vllm_ns[m.group(1)] = v
-        low = row.lower()
+        # (after a log driver's prefix, "bench-1  | ", as the block's rows may be)
+        bare = row.split("| ", 1)[1].strip() if "| " in row and not row.lower().startswith(tuple(_VLLM_BEFORE)) else row
+        low = bare.lower()
         before = next((x for x in _VLLM_BEFORE if low.startswith(x)), None)
         if before is not None:   # vLLM prints these before its block (SGLang's rate row is inside its own)
-            v = row[len(before):].split("(")[0].strip().rstrip(".")
+            v = bare[len(before):].split("(")[0].strip().rstrip(".")
             vllm_ns[_VLLM_BEFORE[before]] = None if v == "None" else _report_value(v)
-        if (ramp := _VLLM_RAMP.match(row)) is not None:
+        if (ramp := _VLLM_RAMP.match(bare)) is not None:
             vllm_ns.update(ramp_up_start_rps=_report_value(ramp.group(1)), ramp_up_end_rps=_report_value(ramp.group(2)))
         if _title_row(row, STEADY_TITLE):   # steady_state_serving's block, right after the run's
             k = _steady_block(lines, k, out) if after_run else k + 1

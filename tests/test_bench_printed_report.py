@@ -279,3 +279,14 @@ def test_a_vllm_stdout_of_a_ramp_up_run_is_refused_as_its_result_json_is(tmp_pat
     monkeypatch.chdir(tmp_path)
     assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "s.yaml"]) == 2
     assert not (tmp_path / "s.yaml").exists()
+
+
+def test_a_vllm_stdout_under_a_log_drivers_prefix_keeps_the_rate_printed_before_the_block(tmp_path):
+    """``docker compose logs`` puts ``bench-1  | `` before every line: vLLM 0.7.3 prints its rate
+    only before the block (``Traffic request rate: 8.0``), which was then not read, and the run
+    at 8 req/s was built as a burst."""
+    text = (DATA / "vllm-0.7.3-stdout.log").read_text().replace("Traffic request rate: inf", "Traffic request rate: 8.0")
+    p = tmp_path / "compose.log"
+    p.write_text("".join(f"bench-1  | {x}\n" for x in text.splitlines()))
+    (run,) = read_bench(p)
+    assert run.args["request_rate"] == 8.0 and run.args["burstiness"] == 1.0 and run.summary["completed"] == 6
