@@ -1034,6 +1034,7 @@ def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
             continue
         title, obj = k + 1, dict(ns)
         prefix = lines[k][: lines[k].find("=")]   # what a log driver puts before each line ("bench-1  | ")
+        diffusion = None   # the block's "Latency Mean (s):" row: the diffusion server's benchmark
         k += 1
         while k < len(lines):
             row = lines[k]
@@ -1046,6 +1047,8 @@ def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
                 kind = stat.group(1).lower()
                 metric = stat.group(3).lower().replace(" ", "_")
                 obj[f"{kind}_{metric}_ms"] = _report_value(stat.group(4))
+            elif low.startswith("latency mean (s):"):
+                diffusion = _report_value(row[len("latency mean (s):"):])
             elif low.startswith("cache hit rate:") and row.endswith("%"):   # --cache-report's section
                 obj["cache_report"] = {"cache_hit_rate_pct": _report_value(row[len("cache hit rate:"):-1])}
             else:
@@ -1053,6 +1056,14 @@ def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
                 if label is not None:
                     obj[_REPORT_ROWS[label]] = _report_value(row[len(label):])
             k += 1
+        if diffusion is not None:
+            # sglang.multimodal_gen's bench_serving (0.5.23 multimodal_gen/benchmarks/bench_serving.py):
+            # the same title over an image/video generation run; its JSON's keys, refused as that is
+            obj = {"completed_requests": obj.get("completed"), "throughput_qps": obj.get("request_throughput"),
+                   "latency_mean": diffusion}
+            out.append((title, obj))
+            after_run = False
+            continue
         if "backend" not in obj and {"completed", "duration"} <= set(obj):
             obj = _vllm_block(obj, vllm_ns)
         after_run = {"backend", "completed", "duration"} <= set(obj)   # every SGLang version prints these three

@@ -290,3 +290,21 @@ def test_a_vllm_stdout_under_a_log_drivers_prefix_keeps_the_rate_printed_before_
     p.write_text("".join(f"bench-1  | {x}\n" for x in text.splitlines()))
     (run,) = read_bench(p)
     assert run.args["request_rate"] == 8.0 and run.args["burstiness"] == 1.0 and run.summary["completed"] == 6
+
+
+def test_the_diffusion_benchmarks_printed_report_is_named_as_its_result_file_is(tmp_path):
+    """SGLang 0.5.23's ``sglang.multimodal_gen`` bench_serving prints a block of the same title
+    (``multimodal_gen/benchmarks/bench_serving.py``: ``Task:``, ``Successful requests: 8/8``,
+    ``Latency Mean (s):``; no ``Backend:``): refused as its JSON is (an image/video generation
+    benchmark), not as a request count written as a string."""
+    def row(k, v):
+        return f"{k:<40} {v:<15}"
+    rows = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=60, c="="), row("Task:", "text-to-image"),
+            "-" * 50, row("Benchmark duration (s):", "35.20"), row("Request rate:", "inf"),
+            row("Successful requests:", "8/8"), row("Outputs per prompt:", "1"), "-" * 50,
+            row("Request throughput (req/s):", "0.23"), row("Latency Mean (s):", "20.1"), "=" * 60]
+    p = tmp_path / "diffusion.log"
+    p.write_text("\n".join(rows) + "\n")
+    with pytest.raises(ConfigError) as e:
+        read_bench(p)
+    assert e.value.file == f"{p}:1" and "diffusion" in e.value.allowed
