@@ -54,6 +54,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from specsched.sim.bench_serving import REPORT_TITLE
 from specsched.sim.errors import ConfigError
 from specsched.sim.input_files import READ_ERRORS, is_input_file, open_text, unreadable
 
@@ -161,7 +162,7 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
     if not is_input_file(p):
         raise ConfigError(str(p), "<file>", str(p), "no such server log")
     rows = []
-    vllm_line = 0
+    vllm_line = report_line = 0
     try:
         # a rotated, compressed log (server.log.1.gz) found by its first bytes; lines end at
         # "\n" only, as an editor or grep -n counts them: a progress bar's bare "\r" (tqdm
@@ -171,6 +172,8 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
                 if "batch" not in raw:
                     if not vllm_line and _VLLM_STATS in raw:
                         vllm_line = i
+                    if not report_line and REPORT_TITLE in raw:
+                        report_line = i
                     continue
                 ended = raw.endswith("\n")   # (before a hole's NULs and the line end are stripped)
                 # NULs before or after a line's text are a hole, not binary data: logrotate's
@@ -199,6 +202,11 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
         raise ConfigError(f"{p}:{vllm_line}", "<line>", _VLLM_STATS, "a vLLM server's log (its periodic metrics "
                           "line), not an SGLang one: only SGLang's 'Prefill batch'/'Decode batch' lines give batch "
                           "sizes and step times; calibrate from the bench results alone")
+    if not rows and report_line:
+        # bench_serving's (or vLLM's) stdout: the client's side, given where the server's goes
+        raise ConfigError(f"{p}:{report_line}", "<line>", REPORT_TITLE, "a benchmark client's printed report (its "
+                          "stdout), not an SGLang server log: give it to --from (or validate --measured), which read "
+                          "it as the run it reports; --server-log takes the server's own log")
     if not rows:
         raise ConfigError(str(p), "<lines>", 0, "no 'Prefill batch' or 'Decode batch' line: not an SGLang server log "
                           "(or logged with --log-level above info)")

@@ -630,6 +630,9 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         hint = ""
         if {"benchmark", "metric"} <= set(obj):   # vLLM's SAVE_TO_PYTORCH_BENCHMARK_FORMAT side file
             hint = " (a vLLM .pytorch.json record: pass the result JSON saved beside it)"
+        elif {"timestamp", "input_length", "output_length"} <= set(obj):   # a Mooncake trace's row
+            hint = (" (a request trace's row, Mooncake's layout: replay it with a trace workload, "
+                    "`trace: {path: ..., layout: mooncake}`)")
         raise ConfigError(where, "<keys>", keys, f"not bench_serving output: none of {', '.join(_IDENTIFYING)}{hint}")
     summary: dict[str, float] = {}
     unmeasured = []
@@ -839,7 +842,7 @@ def _indented_objects(text: str) -> list[tuple[int, Any]] | tuple[int, str, str]
     out: list[tuple[int, Any]] = []
     k, n = 0, len(text)
     while True:
-        while k < n and text[k] in " \t\r\n":
+        while k < n and text[k] in " \t\r\n\ufeff":   # (a byte-order mark: files saved with one, joined)
             k += 1
         if k >= n:
             return out
@@ -864,6 +867,7 @@ REPORT_TITLE = "Serving Benchmark Result"
 ``"{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="=")``)."""
 _REPORT_ROWS = {
     "backend:": "backend", "traffic request rate:": "request_rate", "max request concurrency:": "max_concurrency",
+    "max reqeuest concurrency:": "max_concurrency",   # so spelt by 0.4.0-0.4.6 (sglang/bench_serving.py; 0.5.1 fixed it)
     "successful requests:": "completed", "benchmark duration (s):": "duration",
     "total input tokens:": "total_input_tokens", "total input text tokens:": "total_input_text_tokens",
     "total input vision tokens:": "total_input_vision_tokens", "total generated tokens:": "total_output_tokens",
@@ -873,6 +877,11 @@ _REPORT_ROWS = {
     "peak output token throughput (tok/s):": "max_output_tokens_per_s",
     "peak concurrent requests:": "max_concurrent_requests", "total token throughput (tok/s):": "total_throughput",
     "concurrency:": "concurrency", "accept length:": "accept_length",
+    # vLLM's block (benchmarks/benchmark_serving.py 0.6-0.10, vllm/benchmarks/serve.py 0.10-0.34
+    # ``benchmark()``): its own names for the rest, under the keys its result JSON writes them
+    "failed requests:": "failed", "maximum request concurrency:": "max_concurrency",
+    "request rate configured (rps):": "request_rate", "request goodput (req/s):": "request_goodput",
+    "acceptance length:": "spec_decode_acceptance_length",
 }
 """The printed report's rows (0.5.23 ``benchmark/serving.py`` ``benchmark()``'s ``print`` calls,
 each ``"{:<40} {:<10}".format(label, value)``) -> the result file's keys for the same figures."""
@@ -891,7 +900,18 @@ _STEADY_ROWS = {
 """The steady-state block's rows (``_print_metrics``, each ``"{:<40} {:<10}"``; the input rows
 one "N/A" row for a multi-turn replay) -> ``SteadyStateMetrics``' fields. The window's ends and
 the retokenized total are not printed."""
-_REPORT_STAT = re.compile(r"^(mean|median|std|max|p(\d+(?:\.\d+)?)) (ttft|tpot|itl|e2e latency) \(ms\):\s+(\S+)\s*$", re.I)
+_REPORT_STAT = re.compile(r"^(mean|median|std|max|p(\d+(?:\.\d+)?)) (ttft|tpot|itl|e2e latency|e2el) \(ms\):\s+(\S+)\s*$", re.I)
+_VLLM_BEFORE = {"traffic request rate:": "request_rate", "maximum request concurrency:": "max_concurrency",
+                "burstiness factor:": "burstiness", "traffic ramp-up strategy:": "ramp_up_strategy"}
+"""What vLLM's ``benchmark()`` prints before its block (``Traffic request rate: inf``, ``Burstiness
+factor: 1.0 (Poisson process)``, ``Maximum request concurrency: None``; 0.6.6-0.34.0) -> its result
+JSON's keys; inside the block it repeats the rate and the concurrency only when they are set. A
+ramp-up run prints ``Traffic ramp-up strategy: linear.`` and ``Will increase RPS from A to B RPS
+...`` in place of the rate (0.11.0-0.34.0), read as the JSON's ``ramp_up_*`` keys."""
+_VLLM_RAMP = re.compile(r"^Will increase RPS from (\S+) to (\S+) RPS")
+PRINTED_BY_VLLM = "printed_by_vllm"
+"""The key a run read from vLLM's printed block carries (True): its client, known in a result
+JSON by ``date`` (:func:`vllm_client`)."""
 _NAMESPACE_ARGS = ("dataset_name", "random_input_len", "random_output_len", "random_range_ratio", "sharegpt_output_len")
 """The dataset arguments read from the ``Namespace(...)`` line bench_serving prints before a run
 (0.5.23 ``run_benchmark``: ``print(f"{args}\\n")``), which its printed report does not repeat."""
@@ -943,12 +963,34 @@ def _steady_block(lines: list[str], k: int, out: list[tuple[int, dict[str, Any]]
     return k
 
 
+def _vllm_block(obj: dict[str, Any], before: Mapping[str, Any]) -> dict[str, Any]:
+    """A printed block without SGLang's ``Backend:`` row (every SGLang version prints it first)
+    that has ``Successful requests:`` and ``Benchmark duration (s):``: vLLM's
+    (``benchmarks/benchmark_serving.py`` 0.6-0.10 and ``vllm/benchmarks/serve.py`` 0.10-0.34
+    ``benchmark()``, checked in the 0.7.3, 0.11.0 and 0.34.0 source archives), read as its result
+    JSON holds the run. The backend, ``num_prompts`` and the rate, burstiness and concurrency come
+    from its ``Namespace(...)`` line (``print(args)`` in ``main``) and the lines it prints before
+    the block (:data:`_VLLM_BEFORE`); the block's own rate and concurrency rows win (0.10 on). Its
+    ``random_*`` arguments are left out: vLLM's ``--random-range-ratio`` draws from [len x (1 - r),
+    len x (1 + r)] (0.8.5 on), not SGLang's range, and its result JSON never holds them."""
+    out = {k: v for k, v in obj.items() if k not in _NAMESPACE_ARGS or k == "dataset_name"}
+    for k in ("request_rate", "max_concurrency", "burstiness", "num_prompts", "ramp_up_strategy", "ramp_up_start_rps",
+              "ramp_up_end_rps"):
+        if k not in out and before.get(k) is not None:
+            out[k] = before[k]
+    out["backend"] = str(before.get("backend", "vllm"))
+    if "bench_type" in before:   # `vllm bench serve` (0.10 on) writes endpoint_type = --backend
+        out["endpoint_type"] = out["backend"]
+    out[PRINTED_BY_VLLM] = True
+    return out
+
+
 def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
     """Runs from bench_serving's printed output (its stdout kept as a log, or pasted), as the
     result file would hold them: one ``(line of the title, object)`` per "Serving Benchmark
     Result" block that names its ``Backend:``, ``Successful requests:`` and ``Benchmark duration
-    (s):`` (SGLang's report does, 0.2.0-0.5.23; a block without them, cut or another
-    client's, is no run here), read row
+    (s):`` (SGLang's report does, 0.2.0-0.5.23; vLLM's, which has no ``Backend:`` row, is read by
+    :func:`_vllm_block`; a block cut before the other two is no run here), read row
     by row under the result file's keys (:data:`_REPORT_ROWS`; ``Mean/Median/Std/Pnn/Max
     TTFT|TPOT|ITL|E2E Latency (ms)`` as ``mean_ttft_ms`` ...; ``--cache-report``'s ``Cache hit
     rate: 12.5%`` as ``cache_report.cache_hit_rate_pct``); the dataset arguments from the
@@ -960,16 +1002,29 @@ def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
     lines = text.split("\n")
     out: list[tuple[int, dict[str, Any]]] = []
     ns: dict[str, Any] = {}
+    vllm_ns: dict[str, Any] = {}   # what vLLM's block needs of its Namespace line and the lines before it
     k = 0
     after_run = False   # the last block read was a run's report
     while k < len(lines):
         row = lines[k].strip()
         if "Namespace(" in row and "dataset_name=" in row:   # print(args), or print(f"{args=}")
-            ns = {}
+            ns, vllm_ns = {}, {}
             for m in _NAMESPACE_ARG.finditer(row):
+                v = m.group(2)
+                v = v[1:-1] if v.startswith("'") else None if v == "None" else _report_value(v)
                 if m.group(1) in _NAMESPACE_ARGS:
-                    v = m.group(2)
-                    ns[m.group(1)] = v[1:-1] if v.startswith("'") else None if v == "None" else _report_value(v)
+                    ns[m.group(1)] = v
+                if m.group(1) in ("backend", "num_prompts", "bench_type") and v is not None:
+                    vllm_ns[m.group(1)] = v
+        # (after a log driver's prefix, "bench-1  | ", as the block's rows may be)
+        bare = row.split("| ", 1)[1].strip() if "| " in row and not row.lower().startswith(tuple(_VLLM_BEFORE)) else row
+        low = bare.lower()
+        before = next((x for x in _VLLM_BEFORE if low.startswith(x)), None)
+        if before is not None:   # vLLM prints these before its block (SGLang's rate row is inside its own)
+            v = bare[len(before):].split("(")[0].strip().rstrip(".")
+            vllm_ns[_VLLM_BEFORE[before]] = None if v == "None" else _report_value(v)
+        if (ramp := _VLLM_RAMP.match(bare)) is not None:
+            vllm_ns.update(ramp_up_start_rps=_report_value(ramp.group(1)), ramp_up_end_rps=_report_value(ramp.group(2)))
         if _title_row(row, STEADY_TITLE):   # steady_state_serving's block, right after the run's
             k = _steady_block(lines, k, out) if after_run else k + 1
             after_run = False
@@ -979,6 +1034,7 @@ def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
             continue
         title, obj = k + 1, dict(ns)
         prefix = lines[k][: lines[k].find("=")]   # what a log driver puts before each line ("bench-1  | ")
+        diffusion = None   # the block's "Latency Mean (s):" row: the diffusion server's benchmark
         k += 1
         while k < len(lines):
             row = lines[k]
@@ -991,6 +1047,8 @@ def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
                 kind = stat.group(1).lower()
                 metric = stat.group(3).lower().replace(" ", "_")
                 obj[f"{kind}_{metric}_ms"] = _report_value(stat.group(4))
+            elif low.startswith("latency mean (s):"):
+                diffusion = _report_value(row[len("latency mean (s):"):])
             elif low.startswith("cache hit rate:") and row.endswith("%"):   # --cache-report's section
                 obj["cache_report"] = {"cache_hit_rate_pct": _report_value(row[len("cache hit rate:"):-1])}
             else:
@@ -998,6 +1056,16 @@ def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
                 if label is not None:
                     obj[_REPORT_ROWS[label]] = _report_value(row[len(label):])
             k += 1
+        if diffusion is not None:
+            # sglang.multimodal_gen's bench_serving (0.5.23 multimodal_gen/benchmarks/bench_serving.py):
+            # the same title over an image/video generation run; its JSON's keys, refused as that is
+            obj = {"completed_requests": obj.get("completed"), "throughput_qps": obj.get("request_throughput"),
+                   "latency_mean": diffusion}
+            out.append((title, obj))
+            after_run = False
+            continue
+        if "backend" not in obj and {"completed", "duration"} <= set(obj):
+            obj = _vllm_block(obj, vllm_ns)
         after_run = {"backend", "completed", "duration"} <= set(obj)   # every SGLang version prints these three
         if after_run:
             if isinstance(obj["backend"], float):
@@ -1051,7 +1119,18 @@ def read_bench(path: str | Path, line: int | None = None, *, left_out: list[str]
     # U+2028, U+0085 and the like, which a writer that keeps non-ASCII text as it is (json.dumps
     # with ensure_ascii=False, or serde_json) leaves raw in a generated text
     for i, raw in enumerate(text.split("\n"), start=1):
+        # a byte-order mark at a line's start: files an editor saved with one, joined (`cat a b`)
+        raw = raw.removeprefix("\ufeff")
         if not raw.strip():
+            continue
+        if raw[:1] in " \t":
+            # an indented line is inside a multi-line object (json.dump(result, f, indent=2), jq .):
+            # never a run of its own, though it may parse (an itls list's last gap, ``0.0084``, or
+            # ``{}``); read as such it made a file of indented runs "JSONL" and hid the objects
+            if bad is None:
+                bad = (i, raw.strip(), "an indented line, part of a multi-line object")
+            if line is None or i >= line:
+                break
             continue
         try:
             objs.append((i, json_value(raw)))
@@ -1082,20 +1161,28 @@ def read_bench(path: str | Path, line: int | None = None, *, left_out: list[str]
             whole = json_value(text)
             objs = [(k + 1, o) for k, o in enumerate(whole)] if isinstance(whole, list) else [(1, whole)]
         except json.JSONDecodeError:
-            scanned = None if objs else _indented_objects(text)   # a file that began as JSONL keeps its line's error
+            # objects one after another, each over one line or several (JSONL runs and indented
+            # ones appended to one file); where that fails too, a file that began as JSONL keeps
+            # its line's error
+            scanned = _indented_objects(text)
             if isinstance(scanned, list):
                 objs = scanned
             else:
-                i, raw, msg = bad if scanned is None else scanned
+                i, raw, msg = bad if objs else scanned
                 shown = clipped(raw)
                 reports = printed_reports(text) if REPORT_TITLE in text else []
                 if reports:   # its stdout kept: the run's figures as printed, under the result file's keys
                     objs = reports
-                elif REPORT_TITLE in raw:   # 0.2.0-0.5.23 benchmark() prints this title over its report
-                    raise ConfigError(f"{p}:{i}", "<line>", shown, "bench_serving's printed report, not its result file: "
+                elif REPORT_TITLE in text:   # 0.2.0-0.5.23 benchmark() (and vLLM's) print this title over the report
+                    # named at the title's line (a log before it, "INFO ...", was refused as a JSON line cut short)
+                    at = next(k for k, x in enumerate(text.split("\n"), start=1) if REPORT_TITLE in x)
+                    title = clipped(text.split("\n")[at - 1].strip())
+                    raise ConfigError(f"{p}:{at}", "<line>", title, "bench_serving's printed report without its run's "
+                                      "size (Successful requests, Benchmark duration: cut short?), not its result file: "
                                       "rerun with --output-file F (one JSON line per run) and pass F") from None
                 else:
-                    raise ConfigError(f"{p}:{i}", "<line>", shown, f"not a complete JSON object ({msg}; truncated?)") from None
+                    raise _other_file(p, text) or ConfigError(f"{p}:{i}", "<line>", shown,
+                                                              f"not a complete JSON object ({msg}; truncated?)") from None
     if len(objs) == 1 and isinstance(objs[0][1], list):   # a JSON list on one line: runs by their place in it
         objs = [(k + 1, o) for k, o in enumerate(objs[0][1])]
     if not objs:
@@ -1120,6 +1207,31 @@ def read_bench(path: str | Path, line: int | None = None, *, left_out: list[str]
             run.summary.update(_steady_summary(steady[1], run, f"{p}:{steady[0]}"))
         runs.append(run)
     return runs
+
+
+_SERVER_LOG_LINE = re.compile(r"\b(?:Prefill|Decode) batch(?: \[\d+\])?\s*[,.(]")
+"""A line of an SGLang server log's scheduler statistics (0.2-0.5.23 ``Prefill batch. ...``,
+``Decode batch, ...``; analysis/server_log.py reads them)."""
+
+
+def _other_file(p: Path, text: str) -> ConfigError | None:
+    """The refusal of a file that is no JSON and no printed report but another input a user
+    has beside their results, named for what it is and where it goes (it was refused as a JSON
+    line cut short, "truncated?"): an SGLang server log (its batch lines) or a CSV table (a
+    request trace: a header row and rows of as many commas). None for anything else."""
+    m = _SERVER_LOG_LINE.search(text)
+    if m is not None:
+        at = text.count("\n", 0, m.start()) + 1
+        return ConfigError(f"{p}:{at}", "<line>", clipped(text.split("\n")[at - 1].strip()),
+                           "an SGLang server log (its 'Prefill batch'/'Decode batch' lines), not a bench_serving "
+                           "result: give it to calibrate --from RUNS --server-log; --measured and --from take "
+                           "bench_serving's --output-file (JSON) or its printed report")
+    rows = [x for x in text.split("\n")[:3] if x.strip()]
+    if len(rows) >= 2 and "{" not in rows[0] and rows[0].count(",") >= 1 and rows[1].count(",") == rows[0].count(","):
+        return ConfigError(f"{p}:1", "<line>", clipped(rows[0].strip()),
+                           "a CSV table (a request trace? replay it with a `trace` workload, docs/real-servers.md "
+                           "\"Trace replay\"), not a bench_serving result, which is JSON")
+    return None
 
 
 def joined_runs(p: Path, line: int, n: int) -> ConfigError:
@@ -1239,8 +1351,15 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
         summary["failed"] = int((~d.ok).sum())
     elif isinstance(run.extra.get("failed"), int) and not isinstance(run.extra.get("failed"), bool):
         summary["failed"] = run.extra["failed"]   # vllm bench serve writes the count
+    # the line's own arguments (rate, concurrency, lengths), which bench_record writes back in
+    # place of a scenario's: with none they were written null
     return RunResult(requests=requests, chunks=chunks, steps=empty_table("steps"),
-                   timeseries=empty_table("timeseries"), summary=summary, scenario=None)
+                     timeseries=empty_table("timeseries"), summary=summary, scenario=None,
+                     extra={BENCH_ARGS: dict(run.args)})
+
+
+BENCH_ARGS = "bench_args"
+"""``RunResult.extra`` key of a measured run's bench_serving arguments (:func:`to_run_data`)."""
 
 
 # ------------------------------------------------------------------ writing
@@ -1482,11 +1601,13 @@ def uncompared_percentiles(run: BenchRun) -> list[str]:
 
 def vllm_client(run: BenchRun) -> bool:
     """The line was written by vLLM's client: its result JSON (``date``, which only vLLM
-    writes: ``benchmark_serving.py``/``vllm bench serve`` ``main``), or a dump of its
+    writes: ``benchmark_serving.py``/``vllm bench serve`` ``main``), its printed result block
+    (:data:`PRINTED_BY_VLLM`, :func:`_vllm_block`), or a dump of its
     ``BenchmarkMetrics`` dataclass (``dataclasses.asdict``, as wrappers save it: no ``date``,
     but ``percentiles_{m}_ms`` lists, a field no SGLang version has;
     :func:`_percentile_pairs`)."""
-    return "date" in run.extra or any(k.startswith("percentiles_") and k.endswith("_ms") for k in run.extra)
+    return ("date" in run.extra or run.extra.get(PRINTED_BY_VLLM) is True
+            or any(k.startswith("percentiles_") and k.endswith("_ms") for k in run.extra))
 
 
 def itl_per_chunk(run: BenchRun) -> bool:
@@ -1735,6 +1856,9 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
     s = run.summary or {}
     rec: dict[str, Any] = {"tag": s.get("scenario"), "backend": f"specsched-{s.get('source', 'sim')}"}
     rec.update(workload_args(run.scenario))
+    measured_args = (getattr(run, "extra", None) or {}).get(BENCH_ARGS)
+    if run.scenario is None and isinstance(measured_args, Mapping):   # a measured line's, as it wrote them
+        rec.update({k: v for k, v in measured_args.items() if k != "backend"})
     sc = run.scenario
     server = sc.server.model_dump(mode="json") if hasattr(sc, "server") else (sc or {}).get("server") if isinstance(sc, Mapping) else None
     rec["server_info"] = {**(server or {}), "specsched": {k: s.get(k) for k in ("scenario", "arm", "seed", "profile", "source")}}
@@ -1769,10 +1893,13 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
             v = extra[k]
         if v is None and k == "total_output_tokens_retokenized":
             v = _value(s, "total_output_tokens")
-        if v is None and k.endswith(("_tpot_ms", "_itl_ms")) and (_value(s, "completed") or 0) > 0:
+        done, out_tokens = _value(s, "completed") or 0, _value(s, "total_output_tokens")
+        if (v is None and k.endswith(("_tpot_ms", "_itl_ms")) and done > 0
+                and (out_tokens is None or out_tokens <= done)):
             # every output one token: no TPOT or ITL sample, and bench_serving writes
             # np.mean(tpots or 0) (its every statistic of both) = 0.0, not null
-            # (SGLang 0.5.23 benchmark/serving.py calculate_metrics)
+            # (SGLang 0.5.23 benchmark/serving.py calculate_metrics); not a statistic a measured
+            # line held as null or NaN beside longer outputs (it was written 0.0)
             v = 0.0
         rec[k] = v
     # SGLang 0.5.23's own keys, in its order, each present (null where unknown), then ours

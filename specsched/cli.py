@@ -417,7 +417,39 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         if not any("--quiet" in a.option_strings for a in sp._actions):
             sp.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     _no_abbreviations(p)
+    _one_value_each(p)
     return p
+
+
+class _StoreOnce(argparse._StoreAction):
+    """An option that keeps one value (``--server-log F``, ``--from F1 F2 ...``), refused when
+    given again with another: argparse keeps the last, so ``--server-log prefill.log
+    --server-log decode.log`` read decode.log alone and ``--from a.jsonl --from b.jsonl`` fitted
+    b alone, without a word. The same value again is no conflict."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        given = getattr(self, "_given_in", None)
+        if given is not None and given[0] is namespace and given[1] != values:
+            def shown(v: Any) -> str:
+                return " ".join(map(str, v)) if isinstance(v, list) else str(v)
+
+            parser.error(f"{option_string} given twice ({shown(given[1])!r}, then {shown(values)!r}): it takes one "
+                         + ("list: give every value after one " + option_string if isinstance(values, list)
+                            else "value: give it once"))
+        self._given_in = (namespace, values)
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _one_value_each(parser: argparse.ArgumentParser) -> None:
+    """Every option of one value (argparse's plain ``store``), in every command and
+    subcommand, refuses a second, different value (:class:`_StoreOnce`)."""
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for sp in a.choices.values():
+                _one_value_each(sp)
+        elif type(a) is argparse._StoreAction and a.option_strings:
+            a.__class__ = _StoreOnce
 
 
 def _no_abbreviations(parser: argparse.ArgumentParser) -> None:

@@ -4,10 +4,11 @@ reports: the figures the result file would hold for it, under the same keys."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import yaml
-from specsched.sim.bench_serving import read_bench, read_bench_one
+from specsched.sim.bench_serving import itl_per_chunk, read_bench, read_bench_one, vllm_client
 from specsched.sim.errors import ConfigError
 
 from specsched.cli import main
@@ -184,3 +185,126 @@ def test_the_goodput_section_inside_the_report_leaves_the_runs_figures(tmp_path)
     p.write_text("\n".join(rep) + "\n")
     q.write_text("\n".join([*rep[:at], *goodput, *rep[at:]]) + "\n")
     assert read_bench_one(q).summary == read_bench_one(p).summary
+
+
+DATA = Path(__file__).parent / "data" / "stdout"
+
+
+def test_vllms_printed_report_is_read_as_its_result_file_would_hold_it():
+    """vLLM's ``vllm bench serve`` stdout (0.34.0 vllm/benchmarks/serve.py ``benchmark()``: the
+    same title, no ``Backend:`` row, the rate and concurrency printed before the block and in it
+    only when set, ``E2EL``, ``Failed requests:``, ``Acceptance length:``) was refused as a JSON
+    line cut short at line 1. Every printed figure reads back under the key vLLM's result JSON
+    gives it; the length arguments are not taken (vLLM's ``--random-range-ratio`` is not SGLang's)."""
+    (r,) = read_bench(DATA / "vllm-0.34.0-stdout.log")
+    assert r.source.endswith(":9")
+    assert r.args == {"backend": "vllm", "dataset_name": "random", "request_rate": 2.0, "max_concurrency": 4,
+                      "num_prompts": 8, "burstiness": 0.5}
+    s = r.summary
+    assert (s["completed"], s["duration"], s["total_input_tokens"], s["total_output_tokens"]) == (7, 4.35, 2688, 336)
+    assert (s["request_throughput"], s["output_throughput"], s["total_throughput"]) == (1.61, 77.24, 695.17)
+    assert (s["max_output_tokens_per_s"], s["max_concurrent_requests"]) == (112.0, 4.0)
+    assert (s["mean_ttft_ms"], s["median_ttft_ms"], s["p99_ttft_ms"]) == (48.31, 45.12, 80.44)
+    assert (s["mean_tpot_ms"], s["median_tpot_ms"], s["p99_tpot_ms"]) == (10.21, 10.05, 12.60)
+    assert (s["mean_itl_ms"], s["median_itl_ms"], s["p99_itl_ms"]) == (10.19, 9.98, 21.35)
+    assert (s["mean_e2e_latency_ms"], s["median_e2e_latency_ms"], s["p99_e2e_latency_ms"]) == (528.70, 520.02, 640.88)
+    assert s["accept_length"] == 2.84 and r.extra["failed"] == 1
+    assert r.num_prompts == 8
+    assert vllm_client(r) and itl_per_chunk(r)   # vLLM's client: one ITL per chunk
+
+
+def test_vllms_older_printed_report_at_inf_takes_the_rate_printed_before_it():
+    """vLLM 0.7.3 ``benchmarks/benchmark_serving.py``: no failed, peak or rate rows in the block;
+    ``Traffic request rate: inf`` and ``Maximum request concurrency: None`` printed before it."""
+    (r,) = read_bench(DATA / "vllm-0.7.3-stdout.log")
+    assert r.args["request_rate"] == math.inf and "max_concurrency" not in r.args
+    assert r.args["dataset_name"] == "sharegpt" and "random_input_len" not in r.args
+    assert (r.summary["completed"], r.summary["total_throughput"], r.summary["p99_itl_ms"]) == (6, 1142.99, 25.40)
+    assert "mean_e2e_latency_ms" not in r.summary   # e2el is not in vLLM's default --percentile-metrics
+
+
+def test_from_bench_builds_the_run_of_a_vllm_stdout(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    f = DATA / "vllm-0.34.0-stdout.log"
+    assert main(["scenario", "from-bench", str(f), "--profile", "h200-1b", "--out", "v.yaml"]) == 0
+    w = yaml.safe_load(open("v.yaml"))["workload"]
+    # the 7 that succeeded, at 2 req/s x 7/8, gamma gaps of shape 0.5, at most 4 in flight
+    assert (w["kind"], w["num_requests"], w["max_concurrency"], w["burstiness"]) == ("poisson", 7, 4, 0.5)
+    assert w["request_rate"] == pytest.approx(2.0 * 7 / 8)
+
+
+def test_a_stdout_cut_inside_its_block_is_refused_as_a_printed_report_at_its_title():
+    """A stdout whose block was cut before ``Benchmark duration (s):`` (a run killed, a paste
+    stopped short) was refused as a JSON line cut short at its first line ("INFO ..."), not as
+    a printed report; the refusal names the block's title line."""
+    import tempfile
+
+    text = (DATA / "vllm-0.34.0-stdout.log").read_text()
+    cut = text[: text.index("Benchmark duration")]
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "bench.log"
+        p.write_text(cut)
+        with pytest.raises(ConfigError) as e:
+            read_bench(p)
+    assert e.value.file == f"{p}:9" and "--output-file" in e.value.allowed
+
+
+def test_sglang_04s_misspelt_concurrency_row_is_read(tmp_path, monkeypatch):
+    """SGLang 0.4.0-0.4.6 print ``Max reqeuest concurrency:`` (so spelt in ``sglang/bench_serving.py``
+    ``benchmark()`` of the 0.4.0 and 0.4.6 wheels; 0.5.1 fixed it): the row was not read, so a
+    closed loop of 64 at ``inf`` was built as a burst of every request."""
+    rows = [r.replace("Max request concurrency:", "Max reqeuest concurrency:") for r in _report(accept=None)]
+    p = tmp_path / "bench.log"
+    p.write_text("\n".join(rows) + "\n")
+    (run,) = read_bench(p)
+    assert run.args["max_concurrency"] == 64
+    monkeypatch.chdir(tmp_path)
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "s.yaml", "-q"]) == 0
+    w = yaml.safe_load((tmp_path / "s.yaml").read_text())["workload"]
+    assert (w["kind"], w["concurrency"]) == ("closed_loop", 64)
+
+
+def test_a_vllm_stdout_of_a_ramp_up_run_is_refused_as_its_result_json_is(tmp_path, monkeypatch):
+    """``vllm bench serve --ramp-up-strategy linear`` prints ``Traffic ramp-up strategy: linear.``
+    in place of the rate (0.34.0 ``benchmark()``); its result JSON's ``ramp_up_strategy`` makes
+    from-bench refuse it (the rate changed during the run). The printed run was built as a burst."""
+    text = (DATA / "vllm-0.34.0-stdout.log").read_text()
+    text = text.replace("Traffic request rate: 2.0", "Traffic ramp-up strategy: linear.\n"
+                        "Will increase RPS from 1.0 to 4.0 RPS over the duration of the benchmark.")
+    text = text.replace("Request rate configured (RPS):           2.00      \n", "")
+    p = tmp_path / "ramp.log"
+    p.write_text(text)
+    (run,) = read_bench(p)
+    assert run.extra["ramp_up_strategy"] == "linear" and "request_rate" not in run.args
+    monkeypatch.chdir(tmp_path)
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "s.yaml"]) == 2
+    assert not (tmp_path / "s.yaml").exists()
+
+
+def test_a_vllm_stdout_under_a_log_drivers_prefix_keeps_the_rate_printed_before_the_block(tmp_path):
+    """``docker compose logs`` puts ``bench-1  | `` before every line: vLLM 0.7.3 prints its rate
+    only before the block (``Traffic request rate: 8.0``), which was then not read, and the run
+    at 8 req/s was built as a burst."""
+    text = (DATA / "vllm-0.7.3-stdout.log").read_text().replace("Traffic request rate: inf", "Traffic request rate: 8.0")
+    p = tmp_path / "compose.log"
+    p.write_text("".join(f"bench-1  | {x}\n" for x in text.splitlines()))
+    (run,) = read_bench(p)
+    assert run.args["request_rate"] == 8.0 and run.args["burstiness"] == 1.0 and run.summary["completed"] == 6
+
+
+def test_the_diffusion_benchmarks_printed_report_is_named_as_its_result_file_is(tmp_path):
+    """SGLang 0.5.23's ``sglang.multimodal_gen`` bench_serving prints a block of the same title
+    (``multimodal_gen/benchmarks/bench_serving.py``: ``Task:``, ``Successful requests: 8/8``,
+    ``Latency Mean (s):``; no ``Backend:``): refused as its JSON is (an image/video generation
+    benchmark), not as a request count written as a string."""
+    def row(k, v):
+        return f"{k:<40} {v:<15}"
+    rows = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=60, c="="), row("Task:", "text-to-image"),
+            "-" * 50, row("Benchmark duration (s):", "35.20"), row("Request rate:", "inf"),
+            row("Successful requests:", "8/8"), row("Outputs per prompt:", "1"), "-" * 50,
+            row("Request throughput (req/s):", "0.23"), row("Latency Mean (s):", "20.1"), "=" * 60]
+    p = tmp_path / "diffusion.log"
+    p.write_text("\n".join(rows) + "\n")
+    with pytest.raises(ConfigError) as e:
+        read_bench(p)
+    assert e.value.file == f"{p}:1" and "diffusion" in e.value.allowed

@@ -180,3 +180,22 @@ def test_every_benchmark_script_prints_its_help(script, capsys, monkeypatch):
         runpy.run_path(str(ROOT / "benchmarks" / script), run_name="__main__")
     assert e.value.code in (0, None)
     assert "usage:" in capsys.readouterr().out
+
+
+def test_an_option_of_one_value_given_twice_with_two_values_is_refused(capsys):
+    """argparse keeps the last of an option given twice: ``calibrate --from ... --server-log
+    prefill.log --server-log decode.log`` fitted to decode.log alone, ``--from a.jsonl --from
+    b.jsonl`` to b alone, without a word. Refused in one line naming both values, exit 2; the
+    same value twice is no conflict."""
+    with pytest.raises(SystemExit) as e:
+        main(["calibrate", "--from", "a.jsonl", "--profile", "h200-1b", "--server-log", "p.log",
+              "--server-log", "d.log", "--out", "x.yaml"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--server-log" in err and "p.log" in err and "d.log" in err
+    with pytest.raises(SystemExit) as e:
+        main(["calibrate", "--from", "a.jsonl", "--from", "b.jsonl", "--profile", "h200-1b", "--out", "x.yaml"])
+    assert e.value.code == 2 and "--from" in capsys.readouterr().err.strip().splitlines()[-1]
+    # the same value twice (a script that adds a default it also passes): read as given
+    argv = ["run", "x.yaml", "--format", "csv", "--format", "csv"]
+    assert build_parser(argv).parse_known_args(argv)[0].format == "csv"

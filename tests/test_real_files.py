@@ -1341,6 +1341,22 @@ def test_a_json_list_of_runs_on_one_line(tmp_path):
     assert [r.source for r in got] == [f"{f}:1", f"{f}:2"] and got[1].args["request_rate"] == 16.0
 
 
+def test_an_indented_run_with_details_is_named_by_its_line(tmp_path):
+    """``json.dump(result, f, indent=2)`` of an ``--output-details`` line puts each ``itls``
+    list's last gap on a line of its own (``0.0084``: a JSON value by itself). Naming the second
+    run read those bare numbers as JSONL lines and refused the file at line 1 (``{``), while
+    reading every run found both."""
+    src = _objs(DATA / "bench" / "sglang-0.5.23-details.jsonl")[0]
+    f = tmp_path / "pretty.json"
+    text = json.dumps(src, indent=2) + "\n"
+    f.write_text(text + text.replace('"tag": ', '"tag": "second", "x": ', 1))
+    second = text.count("\n") + 1
+    assert [r.source for r in read_bench(f)] == [f"{f}:1", f"{f}:{second}"]
+    run = read_bench_one(f"{f}:{second}")
+    assert run.extra["tag"] == "second" and run.summary["completed"] == src["completed"]
+    assert read_bench_one(f"{f}:1").extra["tag"] == src["tag"]
+
+
 def test_percentile_pairs_of_vllms_metrics_dataclass():
     """``dataclasses.asdict`` of vLLM's BenchmarkMetrics keeps ``percentiles_{m}_ms`` as
     [[P, value], ...]: read as ``p{P}_{m}_ms`` (they were kept only as unknown keys, so no
@@ -1814,3 +1830,37 @@ def test_an_empty_zip_archive_is_named_as_such(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "an empty zip archive" in err[0] and "JSON" not in err[0], err
     assert not (tmp_path / "s.yaml").exists()
+
+
+def test_a_server_log_or_a_trace_passed_as_a_result_file_is_named_as_such(tmp_path):
+    """A server log or a trace CSV passed where a bench_serving result goes (``validate
+    --measured server.log``) was refused as a JSON line cut short ("truncated?"); a bench
+    stdout passed as ``--server-log`` as "not an SGLang server log". Each is named for what it
+    is, with where it goes."""
+    with pytest.raises(ConfigError) as e:
+        read_bench(LOGS / "sglang-0.5.23.log")
+    assert "server log" in e.value.allowed and "--server-log" in e.value.allowed and "truncated" not in e.value.allowed
+    with pytest.raises(ConfigError) as e:
+        read_bench(DATA / "traces" / "burstgpt.csv")
+    assert "CSV" in e.value.allowed and "trace" in e.value.allowed and "truncated" not in e.value.allowed
+    with pytest.raises(ConfigError) as e:   # a Mooncake trace (JSONL): its rows' keys
+        read_bench(DATA / "traces" / "mooncake-conversation.jsonl")
+    assert "trace" in e.value.allowed and "layout: mooncake" in e.value.allowed
+    out = tmp_path / "bench.log"
+    out.write_text((DATA / "stdout" / "vllm-0.7.3-stdout.log").read_text())
+    with pytest.raises(ConfigError) as e:
+        parse_server_log(out)
+    assert "printed report" in e.value.allowed and "--from" in e.value.allowed
+
+
+def test_result_files_each_with_a_byte_order_mark_joined_are_read(tmp_path):
+    """``cat a.jsonl b.jsonl`` (or Windows' ``type a b > all``) of files an editor saved with a
+    UTF-8 byte-order mark puts the second file's mark at the start of a line: that run was refused
+    as a JSON line cut short, and with it the whole file."""
+    one = (DATA / "bench" / "sglang-0.5.23.jsonl").read_text().splitlines()[0]
+    f = tmp_path / "all.jsonl"
+    f.write_bytes(("\ufeff" + one + "\r\n").encode() * 2)
+    assert [r.source for r in read_bench(f)] == [f"{f}:1", f"{f}:2"]
+    pretty = "\ufeff" + json.dumps(json.loads(one), indent=2) + "\n"   # indented runs so saved, joined
+    f.write_text(pretty * 2)
+    assert len(read_bench(f)) == 2

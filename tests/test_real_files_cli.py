@@ -343,11 +343,13 @@ def test_other_real_files_handed_to_validate_are_named_for_what_they_are(tmp_pat
                                    "total_input_tokens": 8192, "total_output_tokens": 1024, "request_throughput": 2.5,
                                    "input_throughput": 2560.0, "output_throughput": 320.0, "total_throughput": 2880.0,
                                    "last_gen_throughput": 410.2}) + "\n")
-    for wrong, key in ((offline, "bench_offline_throughput"), (DATA / "logs" / "sglang-0.5.23.log", "<line>"),
-                       (DATA / "traces" / "mooncake-conversation.jsonl", "<keys>")):
+    log = DATA / "logs" / "sglang-0.5.23.log"   # named at its first batch line, as a server log
+    first_batch = next(i for i, x in enumerate(log.read_text().splitlines(), start=1) if "batch" in x)
+    for wrong, at, key in ((offline, 1, "bench_offline_throughput"), (log, first_batch, "an SGLang server log"),
+                           (DATA / "traces" / "mooncake-conversation.jsonl", 1, "<keys>")):
         assert main(["validate", "--measured", str(wrong), "--profile", "h200-1b", "--out", "v"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and f"{wrong.name}:1" in err[0] and key in err[0], err
+        assert len(err) == 1 and f"{wrong.name}:{at}:" in err[0] and key in err[0], err
         assert list(tmp_path.iterdir()) == []
 
 
@@ -645,3 +647,21 @@ def test_a_metric_the_line_holds_as_null_or_nan_is_named_not_dropped(tmp_path, c
     warned = [x for x in cap.err.splitlines() if x.startswith("warning:") and "prices tp_size" in x]
     assert len(warned) == 1, cap.err
     assert not [x for x in cap.out.splitlines() if x.startswith("assumed:") and "prices tp_size" in x], cap.out
+
+
+def test_the_measured_runs_bench_serving_line_keeps_the_files_arguments_and_nulls(tmp_path, monkeypatch):
+    """``validate --measured`` writes the measured run as a results directory; its
+    bench_serving.jsonl wrote 0.0 for a statistic the file had as null (an empty sample, read as
+    unmeasured: the 0.0 that bench_serving writes when no output had a second token) and null for
+    the run's rate, concurrency and length arguments (it has no scenario to take them from)."""
+    monkeypatch.chdir(tmp_path)
+    (_, obj), = _runs(DATA / "bench" / "sglang-0.5.23-details.jsonl")[:1]
+    obj = {**obj, "median_itl_ms": None, "p99_itl_ms": float("nan")}
+    Path("run.jsonl").write_text(json.dumps(obj) + "\n")
+    assert main(["validate", "--measured", "run.jsonl", "--profile", "h200-1b", "--out", "v", "--seeds", "1"]) == 0
+    line = json.loads(Path("v/measured/bench_serving.jsonl").read_text())
+    assert line["median_itl_ms"] is None and line["p99_itl_ms"] is None
+    assert line["mean_itl_ms"] == pytest.approx(obj["mean_itl_ms"])
+    for k in ("dataset_name", "request_rate", "max_concurrency", "random_input_len", "random_output_len",
+              "random_range_ratio"):
+        assert line[k] == obj[k], k
