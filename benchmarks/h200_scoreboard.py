@@ -6,7 +6,8 @@ rounds' ``validate-run1.csv``/``validate-poisson.csv``...) under a measurements 
 ``cell, arm, metric, predicted, measured, error_pct`` (error = predicted against measured, %).
 Each row is tagged with
 
-- its **round**: the folder ``h200`` is round 1, ``h200-vN`` round N; a ``vM`` subfolder is
+- its **round**: the folder ``h200`` is round 1, ``h200-vN`` round N (``h100-vN``: round N run on
+  an H100 where no H200 came; its page says so); a ``vM`` subfolder is
   round M filed in an earlier round's folder (``h200-v11/v12``, ``h200-v7/v8``). Other folders
   (hold-out sweeps, ``*-eager``, ``host-per-term``) hold other formats and are not read;
 - its **call**: the subfolder(s) below the round folder and the file's suffix (``a``,
@@ -69,7 +70,7 @@ WITHIN_PCT = 5.0
 """The target: |predicted - measured| / measured within 5 % (issue 8)."""
 LABELS = {"median_ttft_ms": "median TTFT", "p90_ttft_ms": "p90 TTFT", "median_tpot_ms": "median TPOT",
           "median_itl_ms": "median ITL", "output_throughput": "output tok/s"}
-_ROUND_DIR = re.compile(r"h200(?:-v(\d+))?")
+_ROUND_DIR = re.compile(r"h[12]00(?:-v(\d+))?")
 _SUB_ROUND = re.compile(r"v(\d+)")
 _PRESET = re.compile(r"(?<![0-9a-z])(1b|8b)(?![0-9a-z])")
 
@@ -160,7 +161,7 @@ def _describe(docs: Path, csv: Path) -> Call | None:
     made = re.search(r"profiled in [\d.]+ s -> (\S+)", log.read_text(errors="replace")) if log else None
 
     preset, source = "unknown", "not recorded"
-    yaml_presets = {p for y in folder.glob("h200-*.yaml") for p in _PRESET.findall(y.name)}
+    yaml_presets = {p for y in folder.glob("h[12]00-*.yaml") for p in _PRESET.findall(y.name)}
     env = folder / "environment.txt"
     env_preset = re.search(r"preset\W+(1b|8b)\b", env.read_text(errors="replace")) if env.exists() else None
     md_presets = {c["preset"] for c in (mine or cmds) if "preset" in c}
@@ -248,7 +249,7 @@ def load(docs: Path) -> tuple[pd.DataFrame, dict[str, int]]:
         df["file"] = str(path.relative_to(docs))
         frames.append(df)
     if not frames:
-        raise BadInput(f"{docs}: no validate*.csv in a round folder (h200, h200-vN)")
+        raise BadInput(f"{docs}: no validate*.csv in a round folder (h200, h200-vN, h100-vN)")
     allrows = pd.concat(frames, ignore_index=True).sort_values(["round", "file"], kind="stable")
     target = allrows[allrows.metric.isin(TARGET_METRICS) & np.isfinite(allrows.error_pct)]
     scored = target.drop_duplicates(subset=DEDUP_KEY, keep="first").copy()
