@@ -1242,7 +1242,7 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
     A log whose decode lines come from several DP-attention ranks (SGLang's ``DP<d> TP<t>``
     prefix: each line one rank's batch) is refused for a server without DP attention: a rank's 4 requests were priced as a
     whole 4-request server, silently. A log of data-parallel replicas (``--dp-size`` without DP
-    attention: every DP rank logs the same TP index, :func:`_replica_ranks`) is one whole
+    attention: every DP rank logs the same TP index, ``analysis.server_log.replica_ranks``) is one whole
     server's batch a line: read so, with a warning that the runs are predicted as one server
     (it was refused as a DP-attention log), and refused for a DP-attention server.
 
@@ -1250,6 +1250,8 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
         ConfigError: the log and the server disagree on speculative decoding or on DP
             attention, or a decode line runs more requests than it holds KV tokens.
     """
+    from specsched.analysis.server_log import dp_attention_ranks, replica_ranks
+
     decode = log[log["kind"] == "decode"]
     bad = decode[decode["running_req"] > decode["token"]]
     if len(bad):   # each running request holds at least one KV token: the line is damaged
@@ -1257,16 +1259,23 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
                           f"more than the line's #token ({float(bad['token'].iloc[0]):g}): every running request "
                           "holds at least one KV token")
     most = decode["running_req"].max()
-    if most > server.max_running_requests:
-        print(f"warning: {path}: decode lines run up to {most:g} requests, the fitted scenarios' server at most "
-              f"{server.max_running_requests} (max_running_requests): the runs are predicted with another server "
+    n_dp = dp_attention_ranks(log)
+    # under DP attention a line is one rank's batch, and each rank runs at most
+    # max_running_requests // the attention-DP size (SGLang 0.5.23 mem_cache/kv_cache_configurator.py
+    # resolve_max_num_reqs): the rank's cap is the figure to compare, not the server's total
+    cap = max(1, server.max_running_requests // n_dp) if n_dp > 1 else server.max_running_requests
+    if most > cap:
+        per = (f"{cap} per DP rank ({server.max_running_requests} max_running_requests over {n_dp} DP-attention ranks)"
+               if n_dp > 1 else f"{cap} (max_running_requests)")
+        print(f"warning: {path}: decode lines run up to {most:g} requests{' on one DP rank' if n_dp > 1 else ''}, the "
+              f"fitted scenarios' server at most {per}: the runs are predicted with another server "
               "than the log's; give --scenario-template with its server arguments", file=sys.stderr)
     # SGLang prefixes a DP-attention rank's lines "DP<d> TP<t>" (srt/utils.py configure_logger
     # with the scheduler's prefix when dp_size > 1): each line is one rank's batch, which
     # decode_step_seconds prices as one rank of a lock-step group only when the server has it
     ranks = decode["rank"].astype(str).str.extract(r"\bDP(\d+)\b")[0].dropna() if "rank" in decode else []
     dp = server.dp_size if server.enable_dp_attention else 1
-    if len(ranks) and ranks.nunique() > 1 and _replica_ranks(decode.loc[ranks.index, "rank"]):
+    if len(ranks) and ranks.nunique() > 1 and replica_ranks(decode.loc[ranks.index, "rank"]):
         # --dp-size without DP attention: independent replicas, each its own TP group counted
         # from TP0 (data_parallel_controller.py launch_tensor_parallel_group), so each line is
         # its replica's whole batch, priced as a whole server's step
@@ -1327,16 +1336,6 @@ def _say_shared_prefix_contexts(log: Any, path: str) -> None:
           "each request attends to all of it, so a decode line's context (#token / #running-req) reads short and its "
           "step is priced too fast, pulling the fitted decode factor up; fit without --server-log, or with a log of "
           "requests that share no prefix, if the runs' requests shared one", file=sys.stderr)
-
-
-def _replica_ranks(ranks: Any) -> bool:
-    """The logger prefixes of several DP ranks' lines name independent replicas: every DP
-    rank's lines carry one TP index (or none: TP 1), as SGLang numbers each replica's TP group
-    from 0 (0.5.23 data_parallel_controller.py ``launch_tensor_parallel_group``; the prefix from
-    scheduler.py's logger setup, ``DP<d>`` then ``TP<t>``); DP attention's ranks are one TP
-    group, so its DP ranks log different TP indices (``DP0 TP0``, ``DP1 TP4``)."""
-    tp = ranks.astype(str).str.extract(r"\bTP(\d+)\b")[0]
-    return tp.isna().all() or (tp.notna().all() and tp.nunique() == 1)
 
 
 def _check_accept_len(decode: Any, path: str, server: Any) -> None:

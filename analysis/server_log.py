@@ -242,11 +242,40 @@ def decode_step_samples(log: pd.DataFrame) -> pd.DataFrame:
     return d[["line", "running_req", "context", "tokens_per_step", "step_s"]].reset_index(drop=True)
 
 
+def replica_ranks(ranks: pd.Series) -> bool:
+    """The logger prefixes of several DP ranks' lines name independent replicas: every DP
+    rank's lines carry one TP index (or none: TP 1), as SGLang numbers each replica's TP group
+    from 0 (0.5.23 data_parallel_controller.py ``launch_tensor_parallel_group``; the prefix from
+    scheduler.py's logger setup, ``DP<d>`` then ``TP<t>``); DP attention's ranks are one TP
+    group, so its DP ranks log different TP indices (``DP0 TP0``, ``DP1 TP4``)."""
+    tp = ranks.astype(str).str.extract(r"\bTP(\d+)\b")[0]
+    return bool(tp.isna().all() or (tp.notna().all() and tp.nunique() == 1))
+
+
+def dp_attention_ranks(log: pd.DataFrame) -> int:
+    """How many DP-attention ranks logged the decode lines (``DP<d> TP<t>`` prefixes of several
+    DP ranks in one TP group); 1 for a log of one rank or of data-parallel replicas
+    (:func:`replica_ranks`), whose every line is a whole server's batch. Under DP attention a
+    line's ``#running-req`` is its rank's, and SGLang caps each rank at
+    ``max_running_requests // dp_size`` (0.5.23 mem_cache/kv_cache_configurator.py
+    ``resolve_max_num_reqs``: "max concurrent requests (per dp worker)"; the scheduler's startup
+    line, scheduler.py ``init_memory_pool_and_cache``, logs ``max_running_requests=`` of that
+    per-rank figure)."""
+    if "rank" not in log:
+        return 1
+    decode = log[log["kind"] == "decode"]
+    dp = decode["rank"].astype(str).str.extract(r"\bDP(\d+)\b")[0].dropna()
+    if dp.nunique() < 2 or replica_ranks(decode.loc[dp.index, "rank"]):
+        return 1
+    return int(dp.nunique())
+
+
 def prefill_summary(log: pd.DataFrame) -> dict[str, float]:
     """Batch composition of the prefill lines: count, mean/max new sequences and new tokens
     per prefill batch, cached-token share; and over every line: max running and queued
     requests, the decode line count and the mean accept length (NaN where the log does not
-    say). A decode server's log (prefill-decode disaggregation) has no prefill line: its
+    say). With DP attention (:func:`dp_attention_ranks` > 1) the peaks are one rank's, and
+    ``dp_ranks`` holds the rank count. A decode server's log (prefill-decode disaggregation) has no prefill line: its
     prefill figures are 0 batches and the rest is still reported."""
     p = log[log["kind"] == "prefill"]
     decode = log["kind"] == "decode"
@@ -259,6 +288,9 @@ def prefill_summary(log: pd.DataFrame) -> dict[str, float]:
                    max_new_token=float(new.max()), cached_share=float(cached.sum() / total) if total else float("nan"))
     accept = log.loc[decode, "accept_len"]
     accept = accept[accept > 0]   # a 0.00 or NaN one is a damaged line (decode_step_samples)
+    n_dp = dp_attention_ranks(log)
+    if n_dp > 1:   # each line is one rank's batch: the peak is a rank's, said so (format_log_summary)
+        out["dp_ranks"] = n_dp
     out.update(max_running_req=float(log["running_req"].max()), max_queue_req=float(log["queue_req"].max()),
                decode_lines=int(decode.sum()),
                mean_accept_len=float(np.nanmean(accept)) if accept.notna().any() else float("nan"))
@@ -284,9 +316,16 @@ def format_log_summary(summary: dict[str, float], decode_samples: int) -> list[s
     bench_serving prints its result (``{:<40} {:<10}``): counts, tokens, requests, the cached
     share in % and the accept length in tokens per decode step; a figure the log does not give
     (no prefill line, no accept length) reads ``n/a``, never NaN. The last line is the number
-    of pure-decode samples (:func:`decode_step_samples`) the fit takes."""
+    of pure-decode samples (:func:`decode_step_samples`) the fit takes. A DP-attention log
+    (``dp_ranks`` in the summary) has its running and queued peaks labelled per DP rank (each
+    line is one rank's batch, :func:`dp_attention_ranks`) and a line with the rank count."""
     lines = []
+    per_rank = summary.get("dp_ranks", 1) > 1
+    if per_rank:
+        lines.append(f"{'DP-attention ranks:':<40} {summary['dp_ranks']:.0f}")
     for key, label, scale, fmt in LOG_SUMMARY_LINES:
+        if per_rank and key in ("max_running_req", "max_queue_req"):
+            label = label.replace(":", " (per DP rank):")
         v = summary.get(key)
         text = "n/a" if v is None or not np.isfinite(v) else fmt.format(v * scale)
         lines.append(f"{label:<40} {text}")

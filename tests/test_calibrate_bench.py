@@ -1136,3 +1136,29 @@ def test_two_results_directories_lines_are_told_apart_in_the_fit_table(tmp_path)
     assert labels == ["a/base-seed1/bench_serving.jsonl:1", "b/base-seed1/bench_serving.jsonl:1"]
     other = FitCase(run=type("R", (), {"source": f"{tmp_path / 'runs.jsonl'}:3"})(), scenario=None)
     assert other.label == "runs.jsonl:3"
+
+
+def test_a_dp_attention_logs_running_requests_are_a_ranks(tmp_path, capsys):
+    """Under DP attention each rank logs its own batch, and SGLang caps each rank at
+    max_running_requests // the attention-DP size (0.5.23 mem_cache/kv_cache_configurator.py
+    ``resolve_max_num_reqs``; the scheduler's startup line logs that per-rank figure). The
+    log's peak of 100 running requests on one rank was compared with the server's 128 in
+    all (no word, though the rank's cap is 64) and reported as "Max running requests", the
+    server's figure; it is one rank's, and now said so."""
+    from specsched.analysis.calibrate_bench import check_log_matches
+    from specsched.analysis.server_log import format_log_summary
+    from specsched.sim.server_args import ServerArgs
+
+    p = tmp_path / "server.log"
+    p.write_text("".join(f"[2026-12-01 10:00:0{k} DP{r} TP{2 * r}] Decode batch. #running-req: {100 - r}, "
+                         "#token: 90000, token usage: 0.30, accept len: 3.00, gen throughput (token/s): 800.00, "
+                         "#queue-req: 0\n" for k in range(2) for r in range(2)))
+    log = parse_server_log(p)
+    server = ServerArgs(speculative_algorithm="dspark", speculative_num_draft_tokens=4, max_running_requests=128,
+                        enable_dp_attention=True, dp_size=2, tp_size=2)
+    check_log_matches(log, str(p), server)
+    err = capsys.readouterr().err
+    assert "100 requests" in err and "64 per DP rank" in err
+    lines = format_log_summary(prefill_summary(log), 2)
+    assert any(x.startswith("Max running requests (per DP rank):") and x.endswith(" 100") for x in lines)
+    assert any(x.startswith("DP-attention ranks:") and x.endswith(" 2") for x in lines)
