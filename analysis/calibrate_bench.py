@@ -1407,6 +1407,7 @@ def fit_runs(specs: list[str], arrivals: str = "auto") -> list[Any]:
         path, line = split_spec(spec)
         skipped: list[str] = []
         runs = read_bench(path, line, left_out=skipped if line is None else None)
+        skipped += [note for r in runs for note in r.notes]
         measured = [r for r in runs if r.summary.get("completed") != 0]
         if line is not None or not measured:
             measured = [require_measured(r) for r in runs]

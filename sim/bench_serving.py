@@ -272,6 +272,10 @@ class BenchRun:
             number (null, "NaN", an infinity: an empty sample; not a null ``accept_length``,
             which SGLang writes for a run without speculative decoding), in key order; they are in
             neither ``summary`` nor ``extra``, and a comparison names them as not compared.
+        notes: what reading the line found wrong without refusing it (per-request lists left
+            out for a missing one, :func:`_details`; figures no single run gives,
+            :func:`_impossible`), each one line starting with ``source``; the commands print
+            them as ``warning:`` lines.
     """
 
     source: str
@@ -281,6 +285,7 @@ class BenchRun:
     details: BenchDetails | None = None
     chunk_itl_client: bool = False
     unmeasured: tuple[str, ...] = ()
+    notes: list[str] = field(default_factory=list)
 
     @property
     def num_prompts(self) -> int | None:
@@ -383,8 +388,23 @@ def _args(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
     return out
 
 
-def _details(obj: Mapping[str, Any], where: str) -> BenchDetails | None:
-    if not all(isinstance(obj.get(k), list) for k in ("input_lens", "output_lens", "ttfts")):
+NEEDED_DETAILS = ("input_lens", "output_lens", "ttfts")
+"""The per-request lists without which none is read: each request's prompt, output and first
+token (the requests table, the input totals, ``from-bench --lengths details`` all need them)."""
+
+
+def _details(obj: Mapping[str, Any], where: str, notes: list[str] | None = None) -> BenchDetails | None:
+    """The line's per-request lists, or None. A line with some of bench_serving's lists but not
+    one of :data:`NEEDED_DETAILS` (a hand-made or cut line) is read as one without details, with
+    a note naming the missing key in ``notes`` (it lost them without a word); vLLM 0.30's
+    ``latencies``/``queue_times``, written without ``--save-detailed``, are no such list."""
+    missing = [k for k in NEEDED_DETAILS if not isinstance(obj.get(k), list)]
+    if missing:
+        have = [k for k in DETAIL_KEYS if isinstance(obj.get(k), list)]
+        if have and notes is not None:
+            notes.append(f"{where}: no {', no '.join(missing)} beside the per-request {', '.join(have)}: the per-request "
+                         f"lists are left out (each request's {', '.join(NEEDED_DETAILS)} are needed), the line is read "
+                         "as one without --output-details")
         return None
     n = len(obj["input_lens"])
     for k in ("output_lens", "ttfts", "itls", "errors", "start_times", "latencies"):
@@ -650,9 +670,14 @@ def parse_run(obj: Any, where: str) -> BenchRun:
     args = _args(obj, where)
     if "backend" not in args and isinstance(obj.get("endpoint_type"), str):
         args["backend"] = obj["endpoint_type"]   # vllm bench serve 0.10 writes endpoint_type only
-    details = _details(obj, where)
+    notes: list[str] = []
+    details = _details(obj, where, notes)
     if details is not None:
         _check_detail_units(details, summary, where)
+    impossible = _impossible(summary, args, details)
+    if impossible:
+        notes.append(f"{where}: {'; '.join(impossible)}: no single run gives these figures (the line was edited, "
+                     "or joined from parts of runs); read as written")
     used = (set(METRIC_KEYS) | set(ARG_KEYS) | set(DETAIL_KEYS)) - ({"seed"} - set(args))   # an unread seed label kept
     extra = {k: v for k, v in obj.items() if k not in used}
     if not_streamed(summary, details):
@@ -680,7 +705,49 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         # --vocab-size: "the retokenized totals are then reported as 0" (its --help); not a count
         extra["total_output_tokens_retokenized"] = obj["total_output_tokens_retokenized"]
         del summary["total_output_tokens_retokenized"]
-    return BenchRun(where, args, summary, extra, details, chunk_itl_client, tuple(unmeasured))
+    return BenchRun(where, args, summary, extra, details, chunk_itl_client, tuple(unmeasured), notes)
+
+
+ROUNDING = 0.005
+"""Half a unit in the last place of bench_serving's printed report (``{:<10.2f}``: s, ms and
+per-s figures to 2 decimals), read as a line by :func:`printed_reports`: the slack
+:func:`_impossible` allows every figure it compares."""
+
+
+def _impossible(summary: Mapping[str, float], args: Mapping[str, Any], details: BenchDetails | None) -> list[str]:
+    """What in a line no single run writes (each one phrase), beyond rounding (:data:`ROUNDING`
+    on each figure and 0.1 % more):
+
+    - ``duration`` shorter than an end-to-end latency statistic: SGLang 0.5.23
+      benchmark/serving.py ``benchmark()`` times ``duration`` from before the first send to after
+      the last reply, and every request's latency lies inside it (vLLM's ``benchmark()`` alike);
+    - ``completed`` above the requests sent (``num_prompts``, vLLM's; the per-request lists'
+      length): ``calculate_metrics`` counts the successful ones among the outputs;
+    - ``output_throughput`` other than ``total_output_tokens / duration``, as
+      ``calculate_metrics`` computes it (``sum(output_lens) / dur_s``).
+    """
+    out = []
+    dur = summary.get("duration")
+    if dur:
+        for k in (f"{s}_e2e_latency_ms" for s in STATS if s != "std"):
+            v = summary.get(k)
+            if v is not None and v / 1000.0 > (dur + ROUNDING) * 1.001 + ROUNDING / 1000.0:
+                out.append(f"duration {dur:g} s is shorter than {k} {v:g} (every request's latency lies within it)")
+                break
+    sent = args.get("num_prompts") if isinstance(args.get("num_prompts"), int) else None
+    if sent is None and details is not None:
+        sent = len(details.input_lens)
+    done = summary.get("completed")
+    if sent is not None and done is not None and done > sent:
+        out.append(f"completed {done:g} is more than the {sent} requests sent (num_prompts)")
+    tot, thr = summary.get("total_output_tokens"), summary.get("output_throughput")
+    if dur and tot is not None and thr is not None:
+        lo = tot / (dur + ROUNDING) * 0.999 - ROUNDING
+        hi = (tot / (dur - ROUNDING) if dur > ROUNDING else math.inf) * 1.001 + ROUNDING
+        if not lo <= thr <= hi:
+            out.append(f"output_throughput {thr:g} is not total_output_tokens / duration = {tot:g} / {dur:g} = "
+                       f"{tot / dur:.6g}")
+    return out
 
 
 INPUT_TOTAL_KEYS = ("total_input_tokens", "input_throughput", "total_throughput")
@@ -1281,7 +1348,7 @@ def read_bench_one(spec: str | Path) -> BenchRun:
     if len(runs) > 1:
         lines = ", ".join(r.source.rsplit(":", 1)[1] for r in runs[:20])
         raise ConfigError(str(path), "LINE", "<none>", f"the file has {len(runs)} runs: name one as FILE:LINE (lines {lines})")
-    for note in left_out:   # said once the run is read (a refusal stays one line)
+    for note in [*left_out, *runs[0].notes]:   # said once the run is read (a refusal stays one line)
         print(f"warning: {note}", file=sys.stderr)
     return runs[0]
 

@@ -461,3 +461,54 @@ def test_validate_bench_out_holding_validates_appended_table_is_refused(tmp_path
                  "--out", "own"]) == 0
     assert main(["validate-bench", "results/a/base-seed1/bench_serving.jsonl", "--profile", "h200-1b", "--seeds", "1",
                  "--out", "own"]) == 0
+
+
+def _details_line(tmp_path, **change):
+    from tests.conftest import ROOT
+
+    obj = json.loads((ROOT / "tests/data/bench/sglang-0.5.23-details.jsonl").read_text())
+    for k, v in change.items():
+        if v is None:
+            obj.pop(k)
+        else:
+            obj[k] = v
+    p = tmp_path / "runs.jsonl"
+    p.write_text(json.dumps(obj) + "\n")
+    return p
+
+
+@pytest.mark.parametrize("key", ["input_lens", "ttfts", "output_lens"])
+def test_per_request_lists_without_a_needed_one_are_dropped_with_a_warning(tmp_path, capsys, key):
+    """A line with output_lens and itls but no input_lens (or no ttfts) lost every per-request
+    list without a word: plots said the line had no details. The lists are still left out
+    (each request's prompt, output and first token are needed), with one warning line naming
+    the file, the line and the missing key."""
+    p = _details_line(tmp_path, **{key: None})
+    run = read_bench_one(str(p))
+    assert run.details is None
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"warning: {p}:1: ") and f"no {key}" in err[0]
+
+
+def test_a_consistent_line_reads_without_a_warning(tmp_path, capsys):
+    read_bench_one(str(_details_line(tmp_path)))
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    ({"duration": 0.05}, "duration"),
+    ({"completed": 5, "num_prompts": 4, "input_lens": None, "output_lens": None, "ttfts": None, "itls": None,
+      "generated_texts": None, "errors": None, "cached_tokens": None, "cached_tokens_details": None}, "num_prompts"),
+    ({"output_throughput": 30.0}, "output_throughput"),
+])
+def test_an_impossible_line_is_said_in_one_warning(tmp_path, capsys, change, said):
+    """A line whose figures cannot come from one run (its duration shorter than its mean
+    end-to-end latency, more requests completed than sent, an output throughput other than
+    total_output_tokens / duration past rounding) was read as measured without a word: the
+    file was edited or cut. One warning line names the file, the line and the figures; the
+    line is still read."""
+    p = _details_line(tmp_path, **change)
+    run = read_bench_one(str(p))
+    assert run.summary["completed"] >= 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"warning: {p}:1: ") and said in err[0]

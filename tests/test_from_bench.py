@@ -93,7 +93,7 @@ def test_lengths_from_details_write_histograms(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(("details", "key"), [
-    ({"input_lens": [5, 7], "output_lens": [0, 0], "errors": ["timeout", "500"]}, "errors"),
+    ({"input_lens": [5, 7], "output_lens": [0, 0], "errors": ["timeout", "500"]}, "completed"),
     ({"input_lens": [5, -1], "output_lens": [3, 3], "errors": ["", ""]}, "input_lens[1]"),
     ({"input_lens": [5, 7], "output_lens": [3, -2], "errors": ["", ""]}, "output_lens[1]"),
 ])
@@ -101,7 +101,8 @@ def test_details_that_give_no_lengths_are_one_line_and_write_nothing(tmp_path, m
     """A line whose every request failed wrote empty histograms and a scenario no run could
     load; a negative token count was clipped to a 1-token prompt. Both are refused now."""
     monkeypatch.chdir(tmp_path)
-    line = {**LINE, "dataset_name": "generated-shared-prefix", "ttfts": [0.1, 0.1], "itls": [[0.01] * 2] * 2, **details}
+    line = {**LINE, "dataset_name": "generated-shared-prefix", "ttfts": [0.1, 0.1], "itls": [[0.01] * 2] * 2, **details,
+            "completed": sum(not e for e in details["errors"])}   # of the 2 sent (more was said as impossible)
     p = _write(tmp_path, line)
     assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "g.yaml"]) == 2
     err = capsys.readouterr().err.strip()

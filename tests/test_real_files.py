@@ -586,7 +586,9 @@ def test_the_run_appended_after_a_cut_one_reads_on_its_line(tmp_path, capsys):
     from specsched.analysis.calibrate_bench import fit_runs
 
     good = (DATA / "bench" / "sglang-0.4.0.jsonl").read_text()
-    one, two, three = (json.dumps({**json.loads(good), "duration": d}) + "\n" for d in (7.5, 8.5, 9.5))
+    one, two, three = (json.dumps({**json.loads(good), "duration": d,   # the throughput follows (else said as impossible)
+                                   "output_throughput": json.loads(good)["total_output_tokens"] / d}) + "\n"
+                       for d in (7.5, 8.5, 9.5))
     p = tmp_path / "runs.jsonl"
     p.write_text(one + two[:300] + two + three)
     r = read_bench_one(f"{p}:2")
