@@ -301,16 +301,26 @@ class BenchRun:
 
 # ------------------------------------------------------------------ reading
 
+STDIN = "-"
+"""A result file given as ``-`` (``-:LINE`` for one run of it): the standard input, read as
+``/dev/stdin`` (:func:`split_spec`) by every command that reads a bench_serving file
+(``validate --measured``, ``validate-bench``, ``scenario from-bench``, ``calibrate --from``,
+``plot``); a pipe is read once and kept (sim/input_files.py). A file named ``-`` is ``./-``."""
+STDIN_PATH = Path("/dev/stdin")
+
+
 def split_spec(spec: str | Path) -> tuple[Path, int | None]:
     """``FILE[:LINE]`` -> (path, line or None). A path that exists as given wins (a file name
-    may itself contain ':')."""
+    may itself contain ':'); ``-`` is the standard input (:data:`STDIN`)."""
     text = str(spec)
+    if text == STDIN:
+        return STDIN_PATH, None
     if Path(text).exists() or ":" not in text:
         return Path(text), None
     head, _, tail = text.rpartition(":")
     if not tail.isdigit() or int(tail) < 1:
         raise ConfigError("<command line>", "FILE:LINE", text, "LINE must be a line number >= 1")
-    return Path(head), int(tail)
+    return (STDIN_PATH if head == STDIN else Path(head)), int(tail)
 
 
 def _number(where: str, key: str, v: Any, numeric_strings: bool = False) -> float | None:

@@ -668,3 +668,23 @@ def test_the_measured_runs_bench_serving_line_keeps_the_files_arguments_and_null
     for k in ("dataset_name", "request_rate", "max_concurrency", "random_input_len", "random_output_len",
               "random_range_ratio"):
         assert line[k] == obj[k], k
+
+
+@pytest.mark.parametrize("command", [
+    ["scenario", "from-bench", "-", "--profile", "h200-1b", "--out", "s.yaml"],
+    ["validate", "--measured", "-", "--profile", "h200-1b", "--seeds", "1", "--out", "v"],
+    ["validate", "--measured=-:1", "--profile", "h200-1b", "--seeds", "1", "--out", "v"],   # (-:1 alone reads as an option)
+    ["validate-bench", "-", "--profile", "h200-1b", "--seeds", "1", "--out", "v"],
+    ["calibrate", "--from", "-", "--profile", "h200-1b", "--params", "decode", "--seeds", "1", "--max-evals", "1",
+     "--out", "fitted.yaml"],
+])
+def test_a_result_file_is_read_from_stdin_as_dash(tmp_path, command):
+    """``-`` for a result file is the standard input in every command that reads one (``-:LINE``
+    one run of it), as ``/dev/stdin`` already was: ``--measured -`` was refused as no such file."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "specsched", *command], input=json.dumps(TINY_RUN) + "\n",
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "no such" not in done.stderr and "Traceback" not in done.stderr
