@@ -1432,11 +1432,39 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
     # place of a scenario's: with none they were written null
     return RunResult(requests=requests, chunks=chunks, steps=empty_table("steps"),
                      timeseries=empty_table("timeseries"), summary=summary, scenario=None,
-                     extra={BENCH_ARGS: dict(run.args)})
+                     extra={BENCH_ARGS: dict(run.args), MEASURED_CLIENT: measured_client(run)})
 
 
 BENCH_ARGS = "bench_args"
 """``RunResult.extra`` key of a measured run's bench_serving arguments (:func:`to_run_data`)."""
+MEASURED_CLIENT = "measured_client"
+"""The key, in ``RunResult.extra`` of a measured run (:func:`to_run_data`) and in the
+bench_serving line :func:`bench_record` writes for it, of the client that measured the run:
+``{"backend": its backend, "itl_per_chunk": bool, "itls_per_chunk": bool}``
+(:func:`measured_client`). That line's own backend is ``specsched-bench_serving ...``, which
+reads as specsched's (per-token gaps, specsched's counting); read back, :func:`itl_per_chunk`,
+:func:`details_itl_per_chunk` and :func:`client_counting` take the measuring client's."""
+
+
+def measured_client(run: BenchRun) -> dict[str, Any]:
+    """The client that measured ``run`` (:data:`MEASURED_CLIENT`): its backend, whether its ITL
+    statistics are one gap per streamed chunk (:func:`itl_per_chunk`) and whether its
+    per-request ``itls`` are (:func:`details_itl_per_chunk`); for a line that is itself a
+    measured run's rewrite, the client it names."""
+    own = _rewritten_client(run)
+    return {"backend": own["backend"] if own is not None else run.args.get("backend"),
+            "itl_per_chunk": itl_per_chunk(run), "itls_per_chunk": details_itl_per_chunk(run)}
+
+
+def _rewritten_client(run: BenchRun) -> dict[str, Any] | None:
+    """The :data:`MEASURED_CLIENT` record of a specsched line that rewrites a measured run, or
+    None (another line, or a record not of that shape)."""
+    rec = run.extra.get(MEASURED_CLIENT)
+    backend = run.args.get("backend")
+    if (not isinstance(backend, str) or not backend.startswith("specsched-") or not isinstance(rec, dict)
+            or not all(isinstance(rec.get(k), bool) for k in ("itl_per_chunk", "itls_per_chunk"))):
+        return None
+    return rec
 
 
 # ------------------------------------------------------------------ writing
@@ -1699,6 +1727,9 @@ def itl_per_chunk(run: BenchRun) -> bool:
     speculating server, :data:`RETOKENIZED_ITL_BACKENDS`). With speculative decoding a chunk
     carries a whole accepted block, so such an ITL is about the verify cycle, accept length
     times the split one."""
+    own = _rewritten_client(run)
+    if own is not None:   # a measured run's line as validate --measured rewrote it: its client's
+        return own["itl_per_chunk"]
     if vllm_client(run):
         return True
     backend = run.args.get("backend")
@@ -1714,6 +1745,9 @@ def details_itl_per_chunk(run: BenchRun) -> bool:
     a speculating server, whose statistics are split over retokenized tokens
     (:data:`RETOKENIZED_ITL_BACKENDS`) while its ``itls`` stay ``output.itl``, one gap per chunk
     (0.5.23 benchmark/serving.py ``result_details``)."""
+    own = _rewritten_client(run)
+    if own is not None:   # a measured run's line as validate --measured rewrote it: its client's
+        return own["itls_per_chunk"]
     if vllm_client(run) or run.chunk_itl_client:
         return True
     backend = run.args.get("backend")
@@ -1788,7 +1822,8 @@ tokens they got (``ClientCounting()``)."""
 def client_counting(run: BenchRun) -> ClientCounting:
     """How the line's client counted the requests the server rejected or aborted
     (:data:`BACKEND_COUNTING` of its ``backend``; ``ClientCounting()`` for any other)."""
-    return BACKEND_COUNTING.get(run.args.get("backend"), ClientCounting())
+    own = _rewritten_client(run)   # a measured run's line as validate --measured rewrote it: its client's
+    return BACKEND_COUNTING.get(own["backend"] if own is not None else run.args.get("backend"), ClientCounting())
 
 
 def _as_client_counts(run: Any, counting: ClientCounting) -> Any:
@@ -1936,6 +1971,9 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
     measured_args = (getattr(run, "extra", None) or {}).get(BENCH_ARGS)
     if run.scenario is None and isinstance(measured_args, Mapping):   # a measured line's, as it wrote them
         rec.update({k: v for k, v in measured_args.items() if k != "backend"})
+        client = (getattr(run, "extra", None) or {}).get(MEASURED_CLIENT)
+        if isinstance(client, Mapping):   # the client that measured it, whose ITLs and counts these are
+            rec[MEASURED_CLIENT] = dict(client)
     sc = run.scenario
     server = sc.server.model_dump(mode="json") if hasattr(sc, "server") else (sc or {}).get("server") if isinstance(sc, Mapping) else None
     rec["server_info"] = {**(server or {}), "specsched": {k: s.get(k) for k in ("scenario", "arm", "seed", "profile", "source")}}

@@ -1866,3 +1866,28 @@ def test_result_files_each_with_a_byte_order_mark_joined_are_read(tmp_path):
     pretty = "\ufeff" + json.dumps(json.loads(one), indent=2) + "\n"   # indented runs so saved, joined
     f.write_text(pretty * 2)
     assert len(read_bench(f)) == 2
+
+
+@pytest.mark.parametrize("name", ["vllm-0.33.0-bench-serve.json", "sglang-0.5.23-details.jsonl"])
+def test_a_measured_folders_line_keeps_its_clients_semantics(tmp_path, name):
+    """validate --measured writes the measured run as a results folder whose bench_serving.jsonl
+    has backend specsched-...: read back, a vLLM run's per-chunk ITLs were read as per-token
+    ones (specsched's own lines split chunks), and its requests counted as specsched counts
+    them. The line keeps the client it came from, and reads back with its semantics."""
+    from specsched.sim.bench_serving import (
+        client_counting,
+        details_itl_per_chunk,
+        itl_per_chunk,
+        read_bench,
+        to_run_data,
+    )
+    from specsched.sim.results import write_results
+
+    src = next(r for r in read_bench(DATA / "bench" / name) if r.details is not None)
+    write_results(to_run_data(src), tmp_path / "measured")
+    back = read_bench(tmp_path / "measured" / "bench_serving.jsonl")[0]
+    assert back.args["backend"].startswith("specsched-")
+    assert (itl_per_chunk(back), details_itl_per_chunk(back)) == (itl_per_chunk(src), details_itl_per_chunk(src))
+    assert client_counting(back) == client_counting(src)
+    assert back.details is not None and src.details is not None
+    assert to_run_data(back).summary["itl_per_chunk"] == to_run_data(src).summary["itl_per_chunk"]
