@@ -430,7 +430,9 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
         why = ("SGLang's sglang backend before 0.4.3.post3, whose lines have no accept_length: later ones split a "
                "chunk of n tokens into n gaps" if measured.chunk_itl_client
                else "SGLang's sglang backend splits a chunk of n tokens into n gaps")
-        print(f"note: the line's client (backend {measured.args.get('backend')}) records one ITL per streamed chunk: "
+        from specsched.sim.bench_serving import measured_client
+
+        print(f"note: the line's client (backend {measured_client(measured)['backend']}) records one ITL per streamed chunk: "
               f"the predicted ITL is per chunk too ({why})")
     ratio = measured.summary.get("steady_concurrency_ratio")
     if ratio is not None and sc.workload.steady_state_concurrency_ratio is None:

@@ -923,7 +923,7 @@ def test_a_sweep_file_leaves_out_the_replays_no_line_can_rebuild(tmp_path, capsy
 
     good = json.loads((ROOT / "tests" / "data" / "bench" / "sglang-0.4.6-eagle.jsonl").read_text())
     trace = {**good, "request_rate": "trace"}
-    mooncake = {**good, "dataset_name": "mooncake", "output_throughput": good["output_throughput"] * 0.9}
+    mooncake = {**good, "dataset_name": "mooncake", "median_ttft_ms": good["median_ttft_ms"] * 0.9}
     f = tmp_path / "runs.jsonl"
     f.write_text("\n".join(json.dumps(x) for x in (good, trace, mooncake)) + "\n")
     runs = fit_runs([str(f)])
