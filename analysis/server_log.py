@@ -258,7 +258,7 @@ def dp_attention_ranks(log: pd.DataFrame) -> int:
     (:func:`replica_ranks`), whose every line is a whole server's batch. Under DP attention a
     line's ``#running-req`` is its rank's, and SGLang caps each rank at
     ``max_running_requests // dp_size`` (0.5.23 mem_cache/kv_cache_configurator.py
-    ``resolve_max_num_reqs``: "max concurrent requests (per dp worker)"; the scheduler's startup
+    ``resolve_max_num_reqs``, which sizes each DP rank; the scheduler's startup
     line, scheduler.py ``init_memory_pool_and_cache``, logs ``max_running_requests=`` of that
     per-rank figure)."""
     if "rank" not in log:
