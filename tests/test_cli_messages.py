@@ -468,3 +468,12 @@ def test_an_out_the_file_system_refuses_is_named_as_the_user_wrote_it(capsys, ar
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith(f"specsched: error: cannot use {argv[-1]}: "), err
     assert ".lock" not in err, err
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc, where no file can be made")
+def test_an_out_where_nothing_can_be_written_is_refused_before_the_run(capsys):
+    """``run --out /proc/x`` simulated the whole run and printed its report, then failed on
+    the write: a results folder nothing can be written in is found before any work."""
+    assert main(["run", "burst256-ht", "--set", "workload.num_requests=2", "--out", "/proc/specsched-out/run"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip() == "specsched: error: cannot use /proc/specsched-out/run: No such file or directory", (out, err)
