@@ -360,6 +360,12 @@ class GpuProfile(BaseModel):
         with its padding positions (benchmarks/verify_step_costs.py ``--padding``). 1 (default): a
         padding position costs a real one (the 1b proxy's width sweep with half the width
         padding, docs/measurements/h200-v14.md; older profiles).
+    forward_in_launch: the device runs each forward inside its launch call (torch on CPU
+        runs the ops as the host issues them; runtime/engine.py on ``--device cpu``): the host
+        is busy until the forward ends, so the overlap loop, which launches step N+1 before it
+        processes step N's results (sim/loop.py), delivers step N's tokens after step N+1's
+        forward, and never waits for a forward. False (default): a GPU, whose launch returns
+        before its forward runs. ``specsched profile --device cpu`` writes true.
     extend_attention: how an extend (and a block drafter's injection) attends.
         ``ragged`` (default): per request over its own prefix and causal block (SGLang's
         extend kernels, FlashInfer/FA3 ragged prefill, layers/attention/): the batch's
@@ -439,6 +445,7 @@ class GpuProfile(BaseModel):
     attention_grid_align: int = Field(1, ge=1, le=1_000_000)
     attention_tile: int = Field(1, ge=1, le=1_000_000)
     attention_padding_cost: float = Field(1.0, ge=0.0, le=1.0, allow_inf_nan=False)
+    forward_in_launch: bool = False
     extend_attention: Literal["ragged", "padded_max"] = "ragged"
     extend_layout_len: int | None = Field(None, ge=1, le=10_000_000)
     extend_attention_bucket: int = Field(1, ge=1, le=1_000_000)
