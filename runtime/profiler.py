@@ -179,6 +179,11 @@ class _Profiler(GpuPhases, HostPhases, LevelPhases, Fits, Provenance):
                 "(sim/host_speed.py LAUNCH_PATH_TERMS) was measured: its median over the samples of the phase that "
                 "measured the term (runtime.host_reference.PHASE_TERMS), the eager issue terms at its fast level; "
                 f"a scenario's host.launch_reference_work_s scales each by the run's over its own ({self.env_line})")
+        # torch on CPU runs the ops as the launch call issues them; a GPU's launch returns first
+        gpu["forward_in_launch"] = not dev.is_gpu
+        prov["gpu.forward_in_launch"] = (
+            f"{gpu['forward_in_launch']}: the device kind the profile ran on ({self.env_line}); on CPU each forward "
+            "runs inside its launch call and the host is busy until it ends (sim/engine.py _launch)")
         gname = (torch.cuda.get_device_name(dev.torch_device) if dev.is_gpu else "cpu")
         slug = re.sub(r"[^a-z0-9]+", "-", gname.lower()).strip("-")
         name = f"{slug}-proxy-{self.preset}-w{W}"

@@ -217,12 +217,18 @@ def target_lock(target: str | Path, what: str = "writing") -> Iterator[None]:
     one left by a killed holder is reused (the lock itself dies with its process).
 
     Raises:
-        OSError: the directory is not writable.
+        OSError: the directory is not writable; its ``filename`` is ``target`` as given, not
+            the lock file beside it (a name the user never wrote).
     """
     t = Path(target)
     t.parent.mkdir(parents=True, exist_ok=True)
     lock = t.with_name(f".{t.name}{LOCK_SUFFIX}")
-    fd = _acquire(lock, t, what)
+    try:
+        fd = _acquire(lock, t, what)
+    except OSError as e:
+        if e.filename != str(lock):
+            raise
+        raise type(e)(e.errno, e.strerror, str(target)) from e
     try:
         os.ftruncate(fd, 0)
         cmd = " ".join(Path(a).name if i == 0 else a for i, a in enumerate(sys.argv[:2])) or "python"

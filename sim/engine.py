@@ -227,6 +227,7 @@ class SimEngine(Clients, EngineStretch):
         self._solo = False                  # the host is SimPy's only process (_host)
         self._t = 0.0                       # the host's clock (>= env.now)
         self._gpu_free = 0.0
+        self._forward_in_launch = self.profile.gpu.forward_in_launch   # CPU: _launch
         self._cross_queue_pending = False
         self._blocked_since_launch = 0.0
         self.host_blocked_s = 0.0
@@ -236,9 +237,12 @@ class SimEngine(Clients, EngineStretch):
         self._decode_dt = 0.0                        # GPU seconds of the last decode/verify
         # collapsed decode stretches record every step's tokens as delivered and receive at
         # every arrival; a stream interval above 1 holds tokens back (sim/output_streamer.py),
-        # a recv interval above 1 requests (sim/recv_skipper.py): step by step then
+        # a recv interval above 1 requests (sim/recv_skipper.py): step by step then; so does
+        # a device whose launch runs the forward (gpu.forward_in_launch: the collapsed
+        # stretches overlap the host with the forward)
         self.fast_forward = (fast_forward and server.enable_overlap_schedule and not server.enable_dp_attention
-                             and server.stream_interval == 1 and server.scheduler_recv_interval == 1)
+                             and server.stream_interval == 1 and server.scheduler_recv_interval == 1
+                             and not self._forward_in_launch)
         self._gpu_memo: dict[int, float] = {}
         self._seg_memo: dict[tuple[int, int, int], tuple[float, int]] = {}   # plain_timeline.walk's
         self._host_memo: dict[int, tuple[float, float, float]] = {}
@@ -334,6 +338,8 @@ class SimEngine(Clients, EngineStretch):
             self._decode_dt = end - start
         handle = SimHandle(plan, start, end, output)
         self._in_flight = handle
+        if self._forward_in_launch:   # the launch call returns when its forward has run (CPU)
+            issue = end - now if end - now > issue else issue
         return handle, issue + self.cost.launch_tail(op.plan, op.part)  # the tail does not hold the forward
 
     def _block_until(self, t: float, wakeup: float):

@@ -73,7 +73,10 @@ class GridInterp:
     measured value). Above the last ``x`` the same: the last segment's slope, never negative
     (a forward of more requests or tokens never costs less than the last measured one; a noisy
     grid whose last segment fell priced batches past it at 0 s). Below the first context
-    point it continues linearly from the first segment; the result is clamped at 0 s. The
+    point it continues linearly from the first segment with that slope never negative (less
+    context never costs more: a noisy CPU extend row, 38.3 ms at 512 keys per token and 34.0 ms
+    at 768, priced 62 keys per token at 45.9 ms), so never above the first point; the result
+    is clamped at 0 s. The
     query context is rounded to 10 tokens (steps repeat shapes; the engine memoizes on the
     same key).
 
@@ -125,6 +128,8 @@ class GridInterp:
         """A row's values ``v`` (one per context column) between columns ``j0`` and ``j1``."""
         if wc > 1.0:  # beyond the last context: the last segment's slope, never negative
             return v[j1] + max(0.0, v[j1] - v[j0]) * (wc - 1.0)
+        if wc < 0.0:  # below the first context: the first segment's slope, never negative
+            return v[j0] + max(0.0, v[j1] - v[j0]) * wc
         return v[j0] * (1 - wc) + v[j1] * wc
 
     def __call__(self, x: float, context: float = 0.0) -> float:
@@ -355,6 +360,12 @@ class GpuProfile(BaseModel):
         with its padding positions (benchmarks/verify_step_costs.py ``--padding``). 1 (default): a
         padding position costs a real one (the 1b proxy's width sweep with half the width
         padding, docs/measurements/h200-v14.md; older profiles).
+    forward_in_launch: the device runs each forward inside its launch call (torch on CPU
+        runs the ops as the host issues them; runtime/engine.py on ``--device cpu``): the host
+        is busy until the forward ends, so the overlap loop, which launches step N+1 before it
+        processes step N's results (sim/loop.py), delivers step N's tokens after step N+1's
+        forward, and never waits for a forward. False (default): a GPU, whose launch returns
+        before its forward runs. ``specsched profile --device cpu`` writes true.
     extend_attention: how an extend (and a block drafter's injection) attends.
         ``ragged`` (default): per request over its own prefix and causal block (SGLang's
         extend kernels, FlashInfer/FA3 ragged prefill, layers/attention/): the batch's
@@ -434,6 +445,7 @@ class GpuProfile(BaseModel):
     attention_grid_align: int = Field(1, ge=1, le=1_000_000)
     attention_tile: int = Field(1, ge=1, le=1_000_000)
     attention_padding_cost: float = Field(1.0, ge=0.0, le=1.0, allow_inf_nan=False)
+    forward_in_launch: bool = False
     extend_attention: Literal["ragged", "padded_max"] = "ragged"
     extend_layout_len: int | None = Field(None, ge=1, le=10_000_000)
     extend_attention_bucket: int = Field(1, ge=1, le=1_000_000)

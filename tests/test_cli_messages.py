@@ -453,3 +453,27 @@ def test_plot_of_a_scenario_file_says_it_is_a_scenario_and_how_to_get_results(tm
     assert "mine.yaml" in err and "a scenario" in err and "results directory" in err and "bench_serving" in err, err
     assert "specsched run mine.yaml" in err, err
     assert [p.name for p in tmp_path.iterdir()] == ["mine.yaml"]
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc, where no file can be made")
+@pytest.mark.parametrize("argv", [
+    ["run", "burst256-ht", "--set", "workload.num_requests=2", "-q", "--out", "{out}"],
+    ["profile", "--analytic", "--model", "llama-3.1-8b", "--gpu", "H200", "-q", "--out", "{out}.yaml"],
+])
+def test_an_out_the_file_system_refuses_is_named_as_the_user_wrote_it(capsys, argv):
+    """An --out where no file can be made was reported under its lock file
+    (``cannot use /proc/.NAME.lock``), a name the user never gave."""
+    argv = [a.format(out="/proc/specsched-out") for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"specsched: error: cannot use {argv[-1]}: "), err
+    assert ".lock" not in err, err
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc, where no file can be made")
+def test_an_out_where_nothing_can_be_written_is_refused_before_the_run(capsys):
+    """``run --out /proc/x`` simulated the whole run and printed its report, then failed on
+    the write: a results folder nothing can be written in is found before any work."""
+    assert main(["run", "burst256-ht", "--set", "workload.num_requests=2", "--out", "/proc/specsched-out/run"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip() == "specsched: error: cannot use /proc/specsched-out/run: No such file or directory", (out, err)

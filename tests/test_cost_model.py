@@ -228,6 +228,20 @@ def test_flat_or_falling_last_segment_holds_the_last_value():
     assert g(1, 10_000) == pytest.approx(1e-3) and g(2, 10_000) == pytest.approx(3e-3)
 
 
+def test_falling_first_segment_holds_the_first_value_below_the_first_context():
+    """Less context never costs more: a first context segment that falls (a noisy CPU grid:
+    extend 1024 tokens at 38.3 ms at 512 keys per token, 34.0 ms at 768) was continued below
+    the first column, pricing an extend of 62 keys per token at 45.9 ms, above every point."""
+    p = Profile.model_validate({"name": "f", "device": "x", "gpu": {
+        "extend": {"x": [256, 1024], "context_len": [512, 768], "seconds": [[6e-3, 7e-3], [38.3e-3, 34.0e-3]]},
+        "decode": {"x": [1, 2], "context_len": [100, 200], "seconds": [[2e-3, 1e-3], [3e-3, 4e-3]]}}})
+    ext = p.gpu.extend.interpolator()
+    assert ext(1024, 60) == pytest.approx(38.3e-3)
+    assert ext(256, 60) == pytest.approx(6e-3 - 1e-3 * (512 - 60) / 256)   # a rising segment goes on
+    dec = p.gpu.decode.interpolator()
+    assert dec(1, 10) == pytest.approx(2e-3) and dec(2, 10) == pytest.approx(3e-3 - 1e-3 * 90 / 100)
+
+
 def test_one_warning_line_per_axis_at_the_largest_value_reached():
     """The line names the extent the model reached (9000, not the first query beyond the
     grid, 3000), the axis and the measured range; one line however many queries left it."""

@@ -538,6 +538,8 @@ def _grid_reference(xs: np.ndarray, cs: np.ndarray, v: np.ndarray, x: float, c: 
     def row(i, j0, j1, wc):
         if wc > 1.0:
             return v[i, j1] + max(0.0, v[i, j1] - v[i, j0]) * (wc - 1.0)
+        if wc < 0.0:   # below the first context: the first segment's slope, never negative
+            return v[i, j0] + max(0.0, v[i, j1] - v[i, j0]) * wc
         return v[i, j0] * (1 - wc) + v[i, j1] * wc
 
     i0, i1, wx = axis(xs, x)
@@ -548,6 +550,8 @@ def _grid_reference(xs: np.ndarray, cs: np.ndarray, v: np.ndarray, x: float, c: 
         j0, j1, wc = axis(cs, round(c, -1) if shift is None else c - float(shift[0]))
         if wc > 1.0:
             return float(low[j1] + max(0.0, low[j1] - low[j0]) * (wc - 1.0))
+        if wc < 0.0:
+            return max(0.0, float(low[j0] + max(0.0, low[j1] - low[j0]) * wc))
         return max(0.0, float(low[j0] * (1 - wc) + low[j1] * wc))
     if shift is None:
         lo, hi = (row(i, *axis(cs, round(c, -1))) for i in (i0, i1))
