@@ -135,8 +135,12 @@ def _distribution_panels(
         lo, hi = float(allv.min()), float(allv.max())
         if log_x:
             edges = np.geomspace(lo, hi if hi > lo else lo * 10, bins + 1)
+            if not np.all(np.diff(edges) > 0):  # values equal but for rounding: one decade
+                edges = np.geomspace(lo, lo * 10, bins + 1)
         else:
             edges = np.linspace(lo, hi if hi > lo else lo + 1, bins + 1)
+            if not np.all(np.diff(edges) > 0):  # values equal but for rounding: no bin width
+                edges = np.linspace(lo, lo + max(1.0, abs(lo)), bins + 1)
     else:
         edges = np.linspace(0, 1, bins + 1)
     for color, (label, v) in zip(colors, samples.items(), strict=True):

@@ -349,3 +349,16 @@ def test_log_axis_tick_labels_do_not_collide_over_four_decades():
         for a, b in zip(boxes, boxes[1:], strict=False):
             assert a.x1 <= b.x0, [t.get_text() for t in ax.get_xticklabels()]
     plots.plt.close(fig)
+
+
+@pytest.mark.parametrize("log_x", [False, True])
+def test_itls_equal_but_for_rounding_still_plot(log_x):
+    """A bench_serving line whose ITLs are all the same gap, read back in seconds and
+    scaled to ms, can differ in the last bits (12.300000000000002 vs 12.3): the histogram's
+    edges over that span were not increasing and matplotlib refused them (numpy 'bins must
+    increase monotonically')."""
+    fig, axes = plots.plt.subplots(1, 2)
+    v = np.array([12.299999999999999, 12.300000000000002] * 10)  # ms, scale 1
+    assert v.max() > v.min()
+    plots._distribution_panels(axes[0], axes[1], {"measured": v}, "ITL", "ms", 1.0, log_x, 50)
+    plots.plt.close(fig)
