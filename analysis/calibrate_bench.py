@@ -1250,7 +1250,7 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
         ConfigError: the log and the server disagree on speculative decoding or on DP
             attention, or a decode line runs more requests than it holds KV tokens.
     """
-    from specsched.analysis.server_log import dp_attention_ranks, replica_ranks
+    from specsched.analysis.server_log import decode_dp_ranks, dp_attention_ranks, replica_ranks
 
     decode = log[log["kind"] == "decode"]
     bad = decode[decode["running_req"] > decode["token"]]
@@ -1273,7 +1273,7 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
     # SGLang prefixes a DP-attention rank's lines "DP<d> TP<t>" (srt/utils.py configure_logger
     # with the scheduler's prefix when dp_size > 1): each line is one rank's batch, which
     # decode_step_seconds prices as one rank of a lock-step group only when the server has it
-    ranks = decode["rank"].astype(str).str.extract(r"\bDP(\d+)\b")[0].dropna() if "rank" in decode else []
+    ranks = decode_dp_ranks(log)
     dp = server.dp_size if server.enable_dp_attention else 1
     if len(ranks) and ranks.nunique() > 1 and replica_ranks(decode.loc[ranks.index, "rank"]):
         # --dp-size without DP attention: independent replicas, each its own TP group counted

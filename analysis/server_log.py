@@ -252,6 +252,16 @@ def replica_ranks(ranks: pd.Series) -> bool:
     return bool(tp.isna().all() or (tp.notna().all() and tp.nunique() == 1))
 
 
+def decode_dp_ranks(log: pd.DataFrame) -> pd.Series:
+    """The DP rank of each decode line whose logger prefix names one (``DP<d>``, SGLang's
+    prefix when dp_size > 1: srt/utils.py ``configure_logger`` with the scheduler's prefix),
+    as strings indexed as ``log``; empty for a log without prefixes."""
+    if "rank" not in log:
+        return pd.Series(dtype=object)
+    decode = log[log["kind"] == "decode"]
+    return decode["rank"].astype(str).str.extract(r"\bDP(\d+)\b")[0].dropna()
+
+
 def dp_attention_ranks(log: pd.DataFrame) -> int:
     """How many DP-attention ranks logged the decode lines (``DP<d> TP<t>`` prefixes of several
     DP ranks in one TP group); 1 for a log of one rank or of data-parallel replicas
@@ -261,11 +271,8 @@ def dp_attention_ranks(log: pd.DataFrame) -> int:
     ``resolve_max_num_reqs``, which sizes each DP rank; the scheduler's startup
     line, scheduler.py ``init_memory_pool_and_cache``, logs ``max_running_requests=`` of that
     per-rank figure)."""
-    if "rank" not in log:
-        return 1
-    decode = log[log["kind"] == "decode"]
-    dp = decode["rank"].astype(str).str.extract(r"\bDP(\d+)\b")[0].dropna()
-    if dp.nunique() < 2 or replica_ranks(decode.loc[dp.index, "rank"]):
+    dp = decode_dp_ranks(log)
+    if dp.nunique() < 2 or replica_ranks(log.loc[dp.index, "rank"]):
         return 1
     return int(dp.nunique())
 
