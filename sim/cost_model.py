@@ -69,6 +69,7 @@ from specsched.sim.defaults import hardware_of
 from specsched.sim.errors import ConfigError
 from specsched.sim.grid_range import (
     PADDED_WIDTH_COUNTS,
+    DecodeFromVerify,
     EagerUnpriced,
     GridExit,
     RangeNote,
@@ -161,7 +162,8 @@ class CostModel:
 
     Raises:
         ConfigError: the profile lacks a grid the server args need (``gpu.verify`` for
-            speculative decoding, ``gpu.decode`` otherwise, ``gpu.draft_step`` for a chain
+            speculative decoding, ``gpu.decode`` otherwise (or ``gpu.verify`` with its
+            ``gpu.verify_window``, read at window 1: :meth:`step_at`), ``gpu.draft_step`` for a chain
             drafter's serial steps or for a ``verify`` without its draft forward).
     """
 
@@ -174,12 +176,20 @@ class CostModel:
         src = profile.path or profile.name
         spec = server.speculative_algorithm
         self.spec = spec.enabled
-        grid = g.verify if spec.enabled else g.decode
-        key = "gpu.verify" if spec.enabled else "gpu.decode"
+        # a profile fitted on speculative runs only (the MI355X reference's) times no decode
+        # forward: plain decoding is then priced through its verify grid (step_at)
+        self.decode_via_verify = not spec.enabled and g.decode is None and g.verify is not None
+        on_verify = spec.enabled or self.decode_via_verify
+        grid = g.verify if on_verify else g.decode
+        key = "gpu.verify" if on_verify else "gpu.decode"
         if grid is None:
             need = (f"speculative decoding (server.speculative_algorithm = {spec.value}) needs one cycle's cost"
                     if spec.enabled else "plain decoding (server.speculative_algorithm = none) needs one decode forward's cost")
             raise ConfigError(src, key, "<missing>", need)
+        if self.decode_via_verify and not g.verify_window:
+            raise ConfigError(src, "gpu.decode", "<missing>",
+                              "plain decoding needs gpu.decode, or gpu.verify with its gpu.verify_window "
+                              "(tokens verified per request) to read one decode forward's token work from it")
         self.extend = g.extend.interpolator("gpu.extend")
         self.inject = g.draft_inject.interpolator("gpu.draft_inject") if g.draft_inject is not None else None
         self.step_grid = grid.interpolator(key)
@@ -190,7 +200,7 @@ class CostModel:
         # the grid's second context column (None: one column, no per-context slope)
         self.c1 = float(grid.context_len[1]) if len(grid.context_len) > 1 else None
         self.window = server.spec_window
-        self.ref_window = (g.verify_window if spec.enabled else 1) or self.window
+        self.ref_window = (g.verify_window if on_verify else 1) or self.window
         self.topk = server.speculative_eagle_topk or 1
         self.extra_draft_steps = max(0, server.num_draft_forwards - 1)
         self.draft_in_verify = g.verify_includes_draft or not spec.enabled
@@ -201,6 +211,9 @@ class CostModel:
             raise ConfigError(src, "gpu.draft_step", "<missing>", f"{why}: give one draft-model forward's cost by tokens and context")
         self.draft_step = g.draft_step.interpolator("gpu.draft_step") if g.draft_step is not None and spec.enabled else None
         self.draft_c0 = float(g.draft_step.context_len[0]) if g.draft_step is not None else 0.0
+        # the draft forward a verify-grid point holds, taken out of a decode read from it
+        self.verify_draft = (g.draft_step.interpolator("gpu.draft_step")
+                             if self.decode_via_verify and g.verify_includes_draft and g.draft_step is not None else None)
         self.graph_bs = server.graph_batch_sizes
         # no decode graph at all with disable_decode_cuda_graph: every batch runs eagerly
         self.graph_max = 0 if server.disable_decode_cuda_graph else self.graph_bs[-1]
@@ -279,7 +292,17 @@ class CostModel:
         """GPU seconds of one decode forward or speculative cycle of ``bs`` requests read at
         the step grid's column ``ctx`` (:meth:`step_column`): the grid at the batch (its
         padded graph rows under ``padded_max``), the window's token work, the drafter's
-        forwards, and the eager overhead above the captured graphs."""
+        forwards, and the eager overhead above the captured graphs.
+
+        Plain decoding on a profile with no ``gpu.decode`` (one fitted on speculative runs
+        only) reads ``gpu.verify`` at window 1: its token work at ``rows x 1 / W0`` of the
+        grid's window ``W0`` (a decode forward is the same target forward over one token
+        per request: SGLang 0.5.23 model_runner.py ``forward_decode`` and
+        ``forward_target_verify`` run one model, ``ForwardMode.DECODE`` vs
+        ``TARGET_VERIFY``), its per-request KV read at ``rows``, less the draft forward that
+        grid point holds (``gpu.verify_includes_draft``: ``gpu.draft_step`` over ``rows``
+        tokens). What a verify adds besides (its tree mask, acceptance sampling) stays in;
+        the run says so once (:class:`sim.grid_range.DecodeFromVerify`)."""
         grid = self.step_grid
         pad = self.padded_batch(bs)
         rows = pad if pad is not None else bs
@@ -292,6 +315,10 @@ class CostModel:
             # the c0 column's KV read is each request's, not each query token's: keep it at
             # the batch's rows when the window rescales the token work
             t += self._c0_read(rows) - self._c0_read(x_tok)
+        if self.verify_draft is not None:
+            # the grid point read for the token work (x_tok requests x W0 tokens = rows
+            # tokens) holds one draft forward over those tokens: a decode runs none
+            t -= self.verify_draft(rows, self.draft_c0)
         if self.draft_step is not None:
             if not self.draft_in_verify:
                 t += self.draft_s(rows, bs_attn, self.window, ctx)
@@ -738,6 +765,8 @@ class CostModel:
                 for axis, q in interp.below.items():
                     notes.append(GridExit(name, interp.name, axis, float(q), float(interp.x[0]), float(interp.x[-1]),
                                           below=True))
+        if self.decode_via_verify:
+            notes.append(DecodeFromVerify(name, self.ref_window, self.verify_draft is not None))
         if self._eager_unpriced:
             why = ("every decode/verify step runs eagerly (server.disable_decode_cuda_graph)" if self.graph_max == 0
                    else f"batches above server.cuda_graph_max_bs ({self.graph_max}) run eagerly")

@@ -134,6 +134,37 @@ class EagerUnpriced:
 
 
 @dataclass(frozen=True)
+class DecodeFromVerify:
+    """Plain decoding priced on a profile that times no decode forward: its ``gpu.verify``
+    read at window 1 (sim/cost_model.py ``CostModel.step_at``). A profile fitted on
+    speculative runs only (the MI355X reference's) can still answer "what without
+    speculation?"; the answer carries whatever a verify cycle runs besides the target
+    forward and the draft forward.
+
+    Attributes:
+        profile: the profile's name.
+        window: the verify grid's window ``W0`` (``gpu.verify_window``).
+        draft_removed: the grid's draft forward was taken out (``gpu.draft_step`` given).
+    """
+
+    profile: str
+    window: int
+    draft_removed: bool
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.profile, "decode-from-verify", ""
+
+    def line(self) -> str:
+        draft = ("less its draft forward (gpu.draft_step)" if self.draft_removed
+                 else "with its draft forward still in (no gpu.draft_step to take it out)")
+        return (f"warning: profile {self.profile}: no gpu.decode, so each plain decode step is priced as a "
+                f"verify of window 1 on gpu.verify (its token work at batch x 1/{self.window}, each request's "
+                f"KV read kept) {draft}; a verify's own sampling and acceptance work stays in: time decode "
+                f"steps (specsched profile, or calibrate on a run without speculation) to price them")
+
+
+@dataclass(frozen=True)
 class AcceptanceBeyond:
     """A verify window longer than the one the scenario's acceptance states rates for
     (sim/acceptance.py ``AcceptanceModel.measured_window``): its later positions' rates are
@@ -281,7 +312,7 @@ class ChainStepsUnset:
                 f"(the window - 1): give server.speculative_num_steps to run what a real server can launch")
 
 
-RangeNote = GridExit | EagerUnpriced | AcceptanceBeyond | AcceptanceTreeCut | AcceptanceTreeShape | ChainStepsUnset
+RangeNote = GridExit | EagerUnpriced | DecodeFromVerify | AcceptanceBeyond | AcceptanceTreeCut | AcceptanceTreeShape | ChainStepsUnset
 
 
 def merged(notes: Iterable[RangeNote]) -> list[RangeNote]:

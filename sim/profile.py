@@ -296,7 +296,10 @@ class GpuProfile(BaseModel):
         requests (:meth:`sim.cost_model.CostModel.draft_s`). None (measured and older
         profiles): the grid is read at the forward's tokens, whatever the requests.
     decode: one non-speculative decode forward, by batch size and mean context,
-        graph-replayed at a captured batch size.
+        graph-replayed at a captured batch size. None (a profile fitted on speculative runs
+        only): plain decoding reads ``verify`` at window 1 with ``verify_window`` (its draft
+        forward taken out where ``draft_step`` is given) and the run warns once
+        (:meth:`sim.cost_model.CostModel.step_at`); without ``verify_window`` it is refused.
     eager_overhead_s: seconds one decode step or one speculative cycle adds when it runs
         eagerly (batch above cuda_graph_max_bs) instead of as a graph replay: mostly the
         host-side launch of its kernels (measured as eager minus graph at the same batch).

@@ -311,11 +311,14 @@ def _scenario_with_profile(tmp_path, profile_path, **server_kw) -> str:
     return str(p)
 
 
-@pytest.mark.parametrize(("drop", "algo", "key"), [("verify", "dspark", "gpu.verify"), ("decode", "none", "gpu.decode"),
+@pytest.mark.parametrize(("drop", "algo", "key"), [("verify", "dspark", "gpu.verify"),
+                                                   ("decode,verify_window", "none", "gpu.decode"),
+                                                   ("decode,verify", "none", "gpu.decode"),
                                                    ("draft_step", "eagle", "gpu.draft_step")])
 def test_missing_grid_is_one_line_and_exit_2(tmp_path, capsys, drop, algo, key):
     data = yaml.safe_load(MI355X.read_text())
-    data["gpu"].pop(drop, None)
+    for k in drop.split(","):
+        data["gpu"].pop(k, None)
     prof = tmp_path / "p.yaml"
     prof.write_text(yaml.safe_dump(data))
     sc = _scenario_with_profile(tmp_path, prof, speculative_algorithm=algo)
@@ -838,3 +841,40 @@ def test_a_model_config_given_as_a_profile_or_a_scenario_is_named_as_such(tmp_pa
         msg = str(e.value)
         assert "a model's config.json" in msg and f"specsched profile --analytic --model {cfg}" in msg
         assert "<missing>" not in msg
+
+
+# Plain decoding on a profile fitted on speculative runs only (the MI355X reference's: no
+# gpu.decode): its verify grid read at window 1, less the draft forward it holds
+def test_plain_decoding_on_a_verify_only_profile_is_the_verify_grid_at_window_one():
+    prof = mi355x()
+    assert prof.gpu.decode is None and prof.gpu.verify_window == 6
+    srv = server(speculative_algorithm="none")
+    cm = CostModel(prof, srv)
+    verify, draft = prof.gpu.verify.interpolator(), prof.gpu.draft_step.interpolator()
+    spec = CostModel(prof, server())
+    for bs in (1, 2, 7, 8, 24, 64, 200, 256):
+        rows = cm.padded_batch(bs)
+        want = verify(rows / 6, 0.0) - draft(rows, 0.0)
+        assert cm.step_s(bs, 4000.0) == pytest.approx(want, rel=1e-12)
+        # one token per request costs less than a cycle verifying six, its draft included
+        assert cm.step_s(bs, 4000.0) < spec.step_s(bs, 4000.0)
+    lines = cm.range_warnings()
+    assert len(lines) == 1 and "no gpu.decode" in lines[0] and "batch x 1/6" in lines[0]
+    assert "less its draft forward" in lines[0]
+    # a speculative run on the same profile reads its own grid and says nothing of decode
+    assert not any("gpu.decode" in line for line in spec.range_warnings())
+
+
+def test_a_verify_grid_without_its_draft_step_keeps_the_draft_and_says_so():
+    prof = mi355x(draft_step=None)
+    cm = CostModel(prof, server(speculative_algorithm="none"))
+    verify = prof.gpu.verify.interpolator()
+    assert cm.step_s(8, 4000.0) == pytest.approx(verify(8 / 6, 0.0), rel=1e-12)
+    assert "still in" in cm.range_warnings()[0]
+
+
+def test_a_profile_with_a_decode_grid_never_reads_verify_for_plain_decoding():
+    cm = CostModel(ctx_profile(), server(speculative_algorithm="none"))
+    assert not cm.decode_via_verify
+    assert cm.step_s(8, 2000.0) == pytest.approx(1e-3 + 1e-5 * 8 + 1e-7 * 8 * 2000, rel=1e-9)
+    assert cm.range_warnings() == []
