@@ -1396,7 +1396,7 @@ def fit_runs(specs: list[str], arrivals: str = "auto") -> list[Any]:
             file, with ``completed`` 0.
     """
     from specsched.analysis.from_bench import replay_refusal
-    from specsched.sim.bench_serving import read_bench, require_measured, split_spec
+    from specsched.sim.bench_serving import read_bench, require_measured, split_spec, warn_notes
 
     def refusal(r: Any) -> Any:
         return None if replays(r, arrivals) else replay_refusal(r)
@@ -1418,8 +1418,7 @@ def fit_runs(specs: list[str], arrivals: str = "auto") -> list[Any]:
             skipped += [f"{e.file}: left out: {e.key} = {e.value!r}: {e.allowed}"
                         for e in why.values() if e is not None]
             measured = [r for r in measured if why[id(r)] is None]
-        for note in skipped:
-            print(f"warning: {note}", file=sys.stderr)
+        warn_notes(skipped)
         for r in measured:
             # the same run given twice (one file compressed two ways, a line named and its file
             # given whole) would weigh double in the fit

@@ -90,7 +90,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -1350,8 +1350,6 @@ def read_bench_one(spec: str | Path) -> BenchRun:
     Raises:
         ConfigError: as :func:`read_bench`, or several runs and no LINE.
     """
-    import sys
-
     path, line = split_spec(spec)
     left_out: list[str] = []
     runs = read_bench(path, line, left_out=left_out)
@@ -1362,9 +1360,18 @@ def read_bench_one(spec: str | Path) -> BenchRun:
     if len(runs) > 1:
         lines = ", ".join(r.source.rsplit(":", 1)[1] for r in runs[:20])
         raise ConfigError(str(path), "LINE", "<none>", f"the file has {len(runs)} runs: name one as FILE:LINE (lines {lines})")
-    for note in [*left_out, *runs[0].notes]:   # said once the run is read (a refusal stays one line)
-        print(f"warning: {note}", file=sys.stderr)
+    warn_notes([*left_out, *runs[0].notes])   # said once the run is read (a refusal stays one line)
     return runs[0]
+
+
+def warn_notes(notes: Iterable[str]) -> None:
+    """Print each of the reader's notes (:attr:`BenchRun.notes`, :func:`read_bench`
+    ``left_out``) as one ``warning:`` line on stderr: the way every command and script that
+    reads a bench_serving file says what it read without refusing it."""
+    import sys
+
+    for note in notes:
+        print(f"warning: {note}", file=sys.stderr)
 
 
 # ------------------------------------------------------------------ into the results format
