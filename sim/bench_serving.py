@@ -737,8 +737,10 @@ def _impossible(summary: Mapping[str, float], args: Mapping[str, Any], details: 
       the last reply, and every request's latency lies inside it (vLLM's ``benchmark()`` alike);
     - ``completed`` above the requests sent (``num_prompts``, vLLM's; the per-request lists'
       length): ``calculate_metrics`` counts the successful ones among the outputs;
-    - ``output_throughput`` other than ``total_output_tokens / duration``, as
-      ``calculate_metrics`` computes it (``sum(output_lens) / dur_s``).
+    - ``output_throughput`` other than ``total_output_tokens / duration``, or
+      ``request_throughput`` other than ``completed / duration``, as ``calculate_metrics``
+      computes them (``sum(output_lens) / dur_s``, ``completed / dur_s``; vLLM's
+      ``calculate_metrics`` the same two ratios).
     """
     out = []
     dur = summary.get("duration")
@@ -754,13 +756,13 @@ def _impossible(summary: Mapping[str, float], args: Mapping[str, Any], details: 
     done = summary.get("completed")
     if sent is not None and done is not None and done > sent:
         out.append(f"completed {done:g} is more than the {sent} requests sent (num_prompts)")
-    tot, thr = summary.get("total_output_tokens"), summary.get("output_throughput")
-    if dur and tot is not None and thr is not None:
-        lo = tot / (dur + ROUNDING) * (1 - ROUNDING_REL) - ROUNDING
-        hi = (tot / (dur - ROUNDING) if dur > ROUNDING else math.inf) * (1 + ROUNDING_REL) + ROUNDING
-        if not lo <= thr <= hi:
-            out.append(f"output_throughput {thr:g} is not total_output_tokens / duration = {tot:g} / {dur:g} = "
-                       f"{tot / dur:.6g}")
+    for key, count in (("output_throughput", "total_output_tokens"), ("request_throughput", "completed")):
+        tot, thr = summary.get(count), summary.get(key)
+        if dur and tot is not None and thr is not None:
+            lo = tot / (dur + ROUNDING) * (1 - ROUNDING_REL) - ROUNDING
+            hi = (tot / (dur - ROUNDING) if dur > ROUNDING else math.inf) * (1 + ROUNDING_REL) + ROUNDING
+            if not lo <= thr <= hi:
+                out.append(f"{key} {thr:g} is not {count} / duration = {tot:g} / {dur:g} = {tot / dur:.6g}")
     return out
 
 

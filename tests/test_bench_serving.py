@@ -500,11 +500,14 @@ def test_a_consistent_line_reads_without_a_warning(tmp_path, capsys):
     ({"completed": 5, "num_prompts": 4, "input_lens": None, "output_lens": None, "ttfts": None, "itls": None,
       "generated_texts": None, "errors": None, "cached_tokens": None, "cached_tokens_details": None}, "num_prompts"),
     ({"output_throughput": 30.0}, "output_throughput"),
+    # completed / duration is 2 / 0.82 = 2.44 here: written 3.5, a throughput joined from another run
+    ({"request_throughput": 3.5}, "request_throughput 3.5 is not completed / duration = "),
 ])
 def test_an_impossible_line_is_said_in_one_warning(tmp_path, capsys, change, said):
     """A line whose figures cannot come from one run (its duration shorter than its mean
     end-to-end latency, more requests completed than sent, an output throughput other than
-    total_output_tokens / duration past rounding) was read as measured without a word: the
+    total_output_tokens / duration past rounding, a request throughput other than completed /
+    duration) was read as measured without a word: the
     file was edited or cut. One warning line names the file, the line and the figures; the
     line is still read."""
     p = _details_line(tmp_path, **change)
