@@ -684,6 +684,7 @@ def parse_run(obj: Any, where: str) -> BenchRun:
     details = _details(obj, where, notes)
     if details is not None:
         _check_detail_units(details, summary, where)
+        notes += [f"{where}: {x}" for x in _count_mismatch(details, summary)]
     impossible = _impossible(summary, args, details)
     if impossible:
         notes.append(f"{where}: {'; '.join(impossible)}: no single run gives these figures (the line was edited, "
@@ -716,6 +717,25 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         extra["total_output_tokens_retokenized"] = obj["total_output_tokens_retokenized"]
         del summary["total_output_tokens_retokenized"]
     return BenchRun(where, args, summary, extra, details, chunk_itl_client, tuple(unmeasured), notes)
+
+
+def _count_mismatch(details: BenchDetails, summary: Mapping[str, float]) -> list[str]:
+    """One phrase when the per-request lists count other successes than the line's
+    ``completed``. bench_serving counts a request by its client's ``success`` flag (SGLang
+    0.5.23 benchmark/serving.py ``calculate_metrics``: ``completed += 1`` for each success;
+    vLLM's the same), which the file does not hold: the reader counts a row successful by what
+    it holds (:attr:`BenchDetails.ok`). A success the row cannot show (a prefill-only request:
+    no token, output length 0, no error) or a failure it cannot (an older client's error text
+    "" with tokens already listed) makes them differ, as does a line edited or joined from
+    parts; the rows are read as they say (the requests table, the input totals), the
+    summary's figures as written."""
+    done = summary.get("completed")
+    k = int(details.ok.sum())
+    if done is None or k == done:
+        return []
+    return [f"completed {done:g}, but the per-request lists hold {k} successful request(s) of {len(details.ok)} (no "
+            "error text, and a first token or an output length; bench_serving counts its client's success flag, "
+            "which the file does not hold): the lists' rows are read as they say, the summary's figures as written"]
 
 
 ROUNDING = 0.005
@@ -1384,8 +1404,9 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
 
     ``summary`` holds the file's metrics plus ``scenario`` (the tag or file name), ``arm``
     (``label``), ``source``. With details, ``requests`` has one row per successful request
-    (a stream ended before its first token included: TTFT 0.0, as bench_serving counts it)
-    and ``chunks`` one row per token (none for that stream). SGLang records no send times, so each request's times
+    (a stream ended before its first token included: TTFT 0.0, as bench_serving counts it; its
+    E2E and TPOT NaN, as the file does not hold the latency bench_serving timed for it, unless
+    vLLM's ``latencies`` give one) and ``chunks`` one row per token (none for that stream). SGLang records no send times, so each request's times
     count from its own start (``start_s`` 0, ``first_token_s`` = TTFT, ``finish_s`` = TTFT +
     its ITLs, NaN when the line has no ``itls``); vLLM's ``start_times`` (``--save-detailed``,
     0.33) give the sends, relative to
@@ -1427,8 +1448,13 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
             elif not d.has_itls:
                 fin = np.nan   # neither the gaps nor the client's clock: the finish is unknown
             n_out = int(d.output_lens[i])
-            tpot = (fin - first) / (n_out - 1) if n_out > 1 else np.nan
-            rows.append((i, int(d.input_lens[i]), n_out, s0, first, fin, float(d.ttfts[i]), fin - s0, tpot,
+            # a success whose stream brought no token (ended before its first, TTFT 0.0) and
+            # whose lists give no latency: bench_serving timed its latency (the client's clock
+            # at the last chunk) but wrote only the TTFT; its E2E and TPOT are unknown, not 0
+            # (its row stays finished at its start, counted as bench_serving counts it)
+            end = fin if len(t) or fin > s0 else np.nan
+            tpot = (end - first) / (n_out - 1) if n_out > 1 else np.nan
+            rows.append((i, int(d.input_lens[i]), n_out, s0, first, fin, float(d.ttfts[i]), end - s0, tpot,
                          np.nan, 0, 0))
             if d.ttfts[i] == 0 and not len(t):
                 continue   # ended before its first token: no token reached the client
