@@ -233,11 +233,26 @@ class FitCase:
         """The run as the fit's table names it: ``FILE:LINE`` without its folders, or for the
         bench_serving.jsonl of a results directory (every run's line has that name)
         ``<scenario>/<run>/bench_serving.jsonl:LINE``."""
-        p = Path(self.run.source)
-        path = Path(self.run.source.rsplit(":", 1)[0])
+        file, _, line = self.run.source.rpartition(":")
+        path = Path(file)
         if path.name == "bench_serving.jsonl" and (path.parent / "summary.json").is_file():
-            return f"{path.parent.parent.absolute().name}/{path.parent.name}/{p.name}"
-        return p.name
+            return f"{path.parent.parent.absolute().name}/{path.parent.name}/{path.name}:{line}"
+        return f"{input_name(path)}:{line}"
+
+
+def input_name(path: str | Path, line: int | None = None) -> str:
+    """An input of the fit as its report and the fitted profile's provenance name it: the
+    file's name without its folders (``runs.jsonl``, ``runs.jsonl:3`` with ``line``), or, for
+    a stream, the path it was read from, as the reader's warnings and refusals name it: the
+    standard input (``-``, :data:`sim.bench_serving.STDIN`) is ``/dev/stdin``, a process
+    substitution ``/dev/fd/63``; their last part (``-``, ``stdin``, ``63``) names nothing the
+    user gave."""
+    from specsched.sim.bench_serving import STDIN_PATH
+    from specsched.sim.input_files import is_stream
+
+    p = Path(path)
+    name = str(p) if p == STDIN_PATH or is_stream(p) else p.name
+    return name if line is None else f"{name}:{line}"
 
 
 ARRIVALS = ("auto", "rate", "details")
@@ -1210,8 +1225,11 @@ def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence
     prov = dict(data.get("provenance") or {})
     se = result.factor_se_pct()
     fac = ", ".join(f"{k} x{v:.4f}" + (f" (+-{se[k]:.1f} %)" if k in se else "") for k, v in result.factors.items())
-    prov["calibrate.from"] = (f"fitted by `specsched calibrate --from` to bench_serving runs {', '.join(Path(f).name for f in files)}"
-                              + (f" and server log {Path(log).name}" if log else "")
+    from specsched.sim.bench_serving import split_spec
+
+    runs = ", ".join(input_name(*split_spec(f)) for f in files)
+    prov["calibrate.from"] = (f"fitted by `specsched calibrate --from` to bench_serving runs {runs}"
+                              + (f" and server log {input_name(log)}" if log else "")
                               + f": factors {fac} on {', '.join(metrics)} (mean of {seeds} seeds); "
                               + f"{result.weighting()}; "
                               + f"loss {result.loss_before:.4g} -> {result.loss_after:.4g} in {result.evals} evaluations"
@@ -1396,7 +1414,7 @@ def fit_runs(specs: list[str], arrivals: str = "auto") -> list[Any]:
             file, with ``completed`` 0.
     """
     from specsched.analysis.from_bench import replay_refusal
-    from specsched.sim.bench_serving import read_bench, require_measured, split_spec
+    from specsched.sim.bench_serving import read_bench, require_measured, split_spec, warn_notes
 
     def refusal(r: Any) -> Any:
         return None if replays(r, arrivals) else replay_refusal(r)
@@ -1418,8 +1436,7 @@ def fit_runs(specs: list[str], arrivals: str = "auto") -> list[Any]:
             skipped += [f"{e.file}: left out: {e.key} = {e.value!r}: {e.allowed}"
                         for e in why.values() if e is not None]
             measured = [r for r in measured if why[id(r)] is None]
-        for note in skipped:
-            print(f"warning: {note}", file=sys.stderr)
+        warn_notes(skipped)
         for r in measured:
             # the same run given twice (one file compressed two ways, a line named and its file
             # given whole) would weigh double in the fit

@@ -90,7 +90,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -684,6 +684,7 @@ def parse_run(obj: Any, where: str) -> BenchRun:
     details = _details(obj, where, notes)
     if details is not None:
         _check_detail_units(details, summary, where)
+        notes += [f"{where}: {x}" for x in _count_mismatch(details, summary)]
     impossible = _impossible(summary, args, details)
     if impossible:
         notes.append(f"{where}: {'; '.join(impossible)}: no single run gives these figures (the line was edited, "
@@ -718,6 +719,25 @@ def parse_run(obj: Any, where: str) -> BenchRun:
     return BenchRun(where, args, summary, extra, details, chunk_itl_client, tuple(unmeasured), notes)
 
 
+def _count_mismatch(details: BenchDetails, summary: Mapping[str, float]) -> list[str]:
+    """One phrase when the per-request lists count other successes than the line's
+    ``completed``. bench_serving counts a request by its client's ``success`` flag (SGLang
+    0.5.23 benchmark/serving.py ``calculate_metrics``: ``completed += 1`` for each success;
+    vLLM's the same), which the file does not hold: the reader counts a row successful by what
+    it holds (:attr:`BenchDetails.ok`). A success the row cannot show (a prefill-only request:
+    no token, output length 0, no error) or a failure it cannot (an older client's error text
+    "" with tokens already listed) makes them differ, as does a line edited or joined from
+    parts; the rows are read as they say (the requests table, the input totals), the
+    summary's figures as written."""
+    done = summary.get("completed")
+    k = int(details.ok.sum())
+    if done is None or k == done:
+        return []
+    return [f"completed {done:g}, but the per-request lists hold {k} successful request(s) of {len(details.ok)} (no "
+            "error text, and a first token or an output length; bench_serving counts its client's success flag, "
+            "which the file does not hold): the lists' rows are read as they say, the summary's figures as written"]
+
+
 ROUNDING = 0.005
 """Half a unit in the last place of bench_serving's printed report (``{:<10.2f}``: s, ms and
 per-s figures to 2 decimals), read as a line by :func:`printed_reports`: the slack
@@ -737,8 +757,10 @@ def _impossible(summary: Mapping[str, float], args: Mapping[str, Any], details: 
       the last reply, and every request's latency lies inside it (vLLM's ``benchmark()`` alike);
     - ``completed`` above the requests sent (``num_prompts``, vLLM's; the per-request lists'
       length): ``calculate_metrics`` counts the successful ones among the outputs;
-    - ``output_throughput`` other than ``total_output_tokens / duration``, as
-      ``calculate_metrics`` computes it (``sum(output_lens) / dur_s``).
+    - ``output_throughput`` other than ``total_output_tokens / duration``, or
+      ``request_throughput`` other than ``completed / duration``, as ``calculate_metrics``
+      computes them (``sum(output_lens) / dur_s``, ``completed / dur_s``; vLLM's
+      ``calculate_metrics`` the same two ratios).
     """
     out = []
     dur = summary.get("duration")
@@ -754,13 +776,13 @@ def _impossible(summary: Mapping[str, float], args: Mapping[str, Any], details: 
     done = summary.get("completed")
     if sent is not None and done is not None and done > sent:
         out.append(f"completed {done:g} is more than the {sent} requests sent (num_prompts)")
-    tot, thr = summary.get("total_output_tokens"), summary.get("output_throughput")
-    if dur and tot is not None and thr is not None:
-        lo = tot / (dur + ROUNDING) * (1 - ROUNDING_REL) - ROUNDING
-        hi = (tot / (dur - ROUNDING) if dur > ROUNDING else math.inf) * (1 + ROUNDING_REL) + ROUNDING
-        if not lo <= thr <= hi:
-            out.append(f"output_throughput {thr:g} is not total_output_tokens / duration = {tot:g} / {dur:g} = "
-                       f"{tot / dur:.6g}")
+    for key, count in (("output_throughput", "total_output_tokens"), ("request_throughput", "completed")):
+        tot, thr = summary.get(count), summary.get(key)
+        if dur and tot is not None and thr is not None:
+            lo = tot / (dur + ROUNDING) * (1 - ROUNDING_REL) - ROUNDING
+            hi = (tot / (dur - ROUNDING) if dur > ROUNDING else math.inf) * (1 + ROUNDING_REL) + ROUNDING
+            if not lo <= thr <= hi:
+                out.append(f"{key} {thr:g} is not {count} / duration = {tot:g} / {dur:g} = {tot / dur:.6g}")
     return out
 
 
@@ -1350,8 +1372,6 @@ def read_bench_one(spec: str | Path) -> BenchRun:
     Raises:
         ConfigError: as :func:`read_bench`, or several runs and no LINE.
     """
-    import sys
-
     path, line = split_spec(spec)
     left_out: list[str] = []
     runs = read_bench(path, line, left_out=left_out)
@@ -1362,9 +1382,18 @@ def read_bench_one(spec: str | Path) -> BenchRun:
     if len(runs) > 1:
         lines = ", ".join(r.source.rsplit(":", 1)[1] for r in runs[:20])
         raise ConfigError(str(path), "LINE", "<none>", f"the file has {len(runs)} runs: name one as FILE:LINE (lines {lines})")
-    for note in [*left_out, *runs[0].notes]:   # said once the run is read (a refusal stays one line)
-        print(f"warning: {note}", file=sys.stderr)
+    warn_notes([*left_out, *runs[0].notes])   # said once the run is read (a refusal stays one line)
     return runs[0]
+
+
+def warn_notes(notes: Iterable[str]) -> None:
+    """Print each of the reader's notes (:attr:`BenchRun.notes`, :func:`read_bench`
+    ``left_out``) as one ``warning:`` line on stderr: the way every command and script that
+    reads a bench_serving file says what it read without refusing it."""
+    import sys
+
+    for note in notes:
+        print(f"warning: {note}", file=sys.stderr)
 
 
 # ------------------------------------------------------------------ into the results format
@@ -1375,8 +1404,9 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
 
     ``summary`` holds the file's metrics plus ``scenario`` (the tag or file name), ``arm``
     (``label``), ``source``. With details, ``requests`` has one row per successful request
-    (a stream ended before its first token included: TTFT 0.0, as bench_serving counts it)
-    and ``chunks`` one row per token (none for that stream). SGLang records no send times, so each request's times
+    (a stream ended before its first token included: TTFT 0.0, as bench_serving counts it; its
+    E2E and TPOT NaN, as the file does not hold the latency bench_serving timed for it, unless
+    vLLM's ``latencies`` give one) and ``chunks`` one row per token (none for that stream). SGLang records no send times, so each request's times
     count from its own start (``start_s`` 0, ``first_token_s`` = TTFT, ``finish_s`` = TTFT +
     its ITLs, NaN when the line has no ``itls``); vLLM's ``start_times`` (``--save-detailed``,
     0.33) give the sends, relative to
@@ -1418,8 +1448,13 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
             elif not d.has_itls:
                 fin = np.nan   # neither the gaps nor the client's clock: the finish is unknown
             n_out = int(d.output_lens[i])
-            tpot = (fin - first) / (n_out - 1) if n_out > 1 else np.nan
-            rows.append((i, int(d.input_lens[i]), n_out, s0, first, fin, float(d.ttfts[i]), fin - s0, tpot,
+            # a success whose stream brought no token (ended before its first, TTFT 0.0) and
+            # whose lists give no latency: bench_serving timed its latency (the client's clock
+            # at the last chunk) but wrote only the TTFT; its E2E and TPOT are unknown, not 0
+            # (its row stays finished at its start, counted as bench_serving counts it)
+            end = fin if len(t) or fin > s0 else np.nan
+            tpot = (end - first) / (n_out - 1) if n_out > 1 else np.nan
+            rows.append((i, int(d.input_lens[i]), n_out, s0, first, fin, float(d.ttfts[i]), end - s0, tpot,
                          np.nan, 0, 0))
             if d.ttfts[i] == 0 and not len(t):
                 continue   # ended before its first token: no token reached the client

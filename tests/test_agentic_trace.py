@@ -447,7 +447,7 @@ def test_from_bench_a_finite_rate_starts_conversations_at_it(tmp_path):
     (["--dataset-path", "missing.json"], "--dataset-path"),
 ])
 def test_from_bench_agentic_refusals_are_one_line_and_write_nothing(tmp_path, capsys, args, key):
-    line = dict(SGLANG_LINE, completed=22) if len(args) == 2 and args[1] == str(EXAMPLE) else SGLANG_LINE
+    line = dict(SGLANG_LINE, completed=22, request_throughput=1.1) if len(args) == 2 and args[1] == str(EXAMPLE) else SGLANG_LINE
     p = write(tmp_path, line, "runs.jsonl")
     out = tmp_path / "a.yaml"
     assert main(["scenario", "from-bench", str(p), "--profile", "mi355x-dsv41-flash-tp4", "--out", str(out), *args]) == 2

@@ -500,11 +500,14 @@ def test_a_consistent_line_reads_without_a_warning(tmp_path, capsys):
     ({"completed": 5, "num_prompts": 4, "input_lens": None, "output_lens": None, "ttfts": None, "itls": None,
       "generated_texts": None, "errors": None, "cached_tokens": None, "cached_tokens_details": None}, "num_prompts"),
     ({"output_throughput": 30.0}, "output_throughput"),
+    # completed / duration is 2 / 0.82 = 2.44 here: written 3.5, a throughput joined from another run
+    ({"request_throughput": 3.5}, "request_throughput 3.5 is not completed / duration = "),
 ])
 def test_an_impossible_line_is_said_in_one_warning(tmp_path, capsys, change, said):
     """A line whose figures cannot come from one run (its duration shorter than its mean
     end-to-end latency, more requests completed than sent, an output throughput other than
-    total_output_tokens / duration past rounding) was read as measured without a word: the
+    total_output_tokens / duration past rounding, a request throughput other than completed /
+    duration) was read as measured without a word: the
     file was edited or cut. One warning line names the file, the line and the figures; the
     line is still read."""
     p = _details_line(tmp_path, **change)
@@ -512,3 +515,38 @@ def test_an_impossible_line_is_said_in_one_warning(tmp_path, capsys, change, sai
     assert run.summary["completed"] >= 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"warning: {p}:1: ") and said in err[0]
+
+
+def test_a_stream_ended_before_its_first_token_has_no_latency_of_0(tmp_path):
+    """bench_serving (0.5.23 benchmark/serving.py ``calculate_metrics``) counts a stream the
+    server ended before its first token as completed: its TTFT 0.0 in the TTFT statistics,
+    no ITL, its latency (the client's clock at the stream's last chunk, not in the file) in the
+    E2E statistics and latency / (n - 1) in the TPOT ones. Its row held E2E 0 and TPOT 0,
+    figures bench_serving never measured, which the E2E and TPOT percentiles a line without
+    them takes from the requests table (bench_record) and the TPOT CDF counted; they are
+    unknown (NaN), its TTFT 0.0 kept."""
+    line = {k: v for k, v in SGLANG_0523.items() if not k.startswith(("p90_", "p95_"))}
+    line.update(ttfts=[0.04, 0.0, 0.042], itls=[[0.01] * 149, [], [0.011] * 199])
+    data = to_run_data(read_bench_one(_jsonl(tmp_path, line)))
+    row = data.requests.set_index("rid").loc[1]
+    assert row["ttft_s"] == 0.0 and math.isnan(row["e2e_s"]) and math.isnan(row["tpot_s"])
+    rec = bench_record(data, details=False)
+    e2e = sorted(data.requests["e2e_s"].dropna() * 1000.0)
+    assert e2e == pytest.approx([1530.0, 2231.0])   # the two requests whose latency the lists give
+    assert rec["p95_e2e_latency_ms"] == pytest.approx(float(np.percentile(e2e, 95)))
+    assert rec["p95_tpot_ms"] == pytest.approx(float(np.percentile([10.0, 11.0], 95)))
+
+
+def test_lists_that_count_other_successes_than_completed_are_said(tmp_path, capsys):
+    """bench_serving's ``completed`` counts its client's ``success`` flags, which the file does
+    not hold; the reader counts a request successful by its row (no error text, and a first
+    token or an output length). Where the two counts differ, one warning names the file, the
+    line and both counts (the lists are read as they say)."""
+    line = dict(SGLANG_0523, errors=["", "", "Bad Gateway: "], output_lens=[150, 100, 0], ttfts=[0.04, 0.038, 0.0],
+                itls=[[0.01] * 149, [0.009] * 99, []])
+    run = read_bench_one(_jsonl(tmp_path, line))
+    assert int(run.details.ok.sum()) == 2 and run.summary["completed"] == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"warning: {tmp_path / 'runs.jsonl'}:1: completed 3, ") and " 2 " in err[0], err
+    read_bench_one(_jsonl(tmp_path, SGLANG_0523))
+    assert capsys.readouterr().err == ""

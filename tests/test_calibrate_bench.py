@@ -779,8 +779,9 @@ def test_a_sweep_file_keeps_its_measured_runs_when_one_failed_and_the_last_was_c
     from specsched.analysis.calibrate_bench import fit_runs
 
     good = json.loads((ROOT / "tests" / "data" / "bench" / "sglang-0.4.6-eagle.jsonl").read_text())
-    dead = {**good, "completed": 0, "output_throughput": 0.0, "median_ttft_ms": math.nan, "mean_itl_ms": math.nan,
-            "total_output_tokens": 0}   # (no output, as calculate_metrics sums it: else said as impossible)
+    dead = {**good, "completed": 0, "output_throughput": 0.0, "request_throughput": 0.0, "median_ttft_ms": math.nan,
+            "mean_itl_ms": math.nan, "total_output_tokens": 0}   # (no output, no request, as calculate_metrics
+    # sums them: else said as impossible)
     f = tmp_path / "sweep.jsonl"
     f.write_text(json.dumps(good) + "\n" + json.dumps(dead) + "\n" + json.dumps(good)[:150])
     runs = fit_runs([str(f)])

@@ -210,3 +210,44 @@ def test_the_holdout_fits_what_calibrate_from_fits_unless_told(tmp_path, monkeyp
         holdout.main(argv)
     assert fitted_itl in seen["metrics"]
     assert ({"mean_itl_ms", "median_itl_ms"} - {fitted_itl}).isdisjoint(seen["metrics"])
+
+
+IMPOSSIBLE_LINE = {"completed": 4, "request_rate": 2.0, "duration": 10.0, "total_output_tokens": 400,
+                   "output_throughput": 90.0, "median_ttft_ms": 30.0}
+"""A run whose output_throughput is not total_output_tokens / duration (40): read as written,
+with the reader's note."""
+
+
+def test_the_holdout_prints_the_readers_notes_as_the_cli_does(tmp_path, capsys):
+    """The reader's notes (figures no single run gives, per-request lists left out) were
+    dropped by the hold-out, which ``calibrate --from`` prints as ``warning:`` lines."""
+    p = tmp_path / "runs.jsonl"
+    p.write_text(json.dumps(IMPOSSIBLE_LINE) + "\n")
+    assert holdout.main([str(p), "--profile", "h200-1b"]) == 2   # one load: nothing to hold out
+    err = capsys.readouterr().err
+    warned = [x for x in err.splitlines() if x.startswith(f"warning: {p}:1: ")]
+    assert len(warned) == 1 and "output_throughput 90" in warned[0], err
+
+
+def test_holdout_levels_prints_the_readers_notes_as_the_cli_does(tmp_path, capsys, monkeypatch):
+    """As the hold-out: the reader's notes of each run's bench_serving.jsonl reach stderr."""
+    import specsched.analysis.calibrate_bench as cb
+
+    levels = load_benchmark("holdout_levels")
+    d = tmp_path / "runs" / "rate2-seed1-rep1"
+    d.mkdir(parents=True)
+    (d / "bench_serving.jsonl").write_text(json.dumps(IMPOSSIBLE_LINE) + "\n")
+    (d / "steps.parquet").write_bytes(b"")
+
+    class Stop(Exception):
+        pass
+
+    def stop(*a, **k):
+        raise Stop
+
+    monkeypatch.setattr(cb, "cases_from_runs", stop)   # the notes come before any replay
+    with pytest.raises(Stop):
+        levels.main([str(tmp_path / "runs"), "--profile", "h200-1b"])
+    err = capsys.readouterr().err
+    warned = [x for x in err.splitlines() if x.startswith("warning: ") and "bench_serving.jsonl:1: " in x]
+    assert len(warned) == 1 and "output_throughput 90" in warned[0], err

@@ -265,3 +265,33 @@ def test_calibrate_refuses_an_out_that_is_its_input_profile(tmp_path, capsys, mo
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--out" in err and str(mine) in err and "input profile" in err, err
     assert mine.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["my.yaml"]
+
+
+def test_a_profile_fitted_to_stdin_or_a_pipe_names_it_as_the_reader_does(tmp_path, capsys, monkeypatch, pipe):
+    """``calibrate --from -`` wrote ``bench_serving runs -`` into the fitted profile's
+    provenance, and ``--from <(zcat runs.gz)`` the pipe's number (``63``): a stream is named
+    by the path it was read from (``/dev/stdin``, ``/dev/fd/N``), as the reader's warnings and
+    the fit's report now names its runs too (it said ``stdin:1``, ``63:1``); a file keeps its
+    name."""
+    import yaml
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["--profile", "h200-1b", "--params", "decode", "--seeds", "1", "--max-evals", "1"]
+    r, w = os.pipe()
+    os.write(w, BENCH.read_bytes())
+    os.close(w)
+    saved = os.dup(0)
+    try:
+        os.dup2(r, 0)
+        assert main(["calibrate", "--from", "-", *argv, "--out", "a.yaml"]) == 0
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+        os.close(r)
+    assert "/dev/stdin:1 " in capsys.readouterr().out   # the report's row (it was "stdin:1")
+    fd = pipe(BENCH.read_bytes())
+    assert main(["calibrate", "--from", fd, *argv, "--out", "b.yaml"]) == 0
+    assert f"{fd}:1 " in capsys.readouterr().out
+    a, b = (yaml.safe_load((tmp_path / f).read_text())["provenance"]["calibrate.from"] for f in ("a.yaml", "b.yaml"))
+    assert "bench_serving runs /dev/stdin:" in a, a
+    assert f"bench_serving runs {fd}:" in b, b

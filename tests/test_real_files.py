@@ -1434,7 +1434,8 @@ def _all_failed(tmp_path: Path) -> Path:
     obj = json.loads(_GOOD.read_text())
     n = len(obj["input_lens"])
     obj |= {k: float("nan") for k in obj if k.endswith("_ms")}
-    obj |= {"completed": 0, "total_output_tokens": 0, "output_throughput": 0.0, "output_lens": [0] * n,
+    obj |= {"completed": 0, "total_output_tokens": 0, "output_throughput": 0.0, "request_throughput": 0.0,
+            "output_lens": [0] * n,
             "ttfts": [0.0] * n, "itls": [[]] * n, "errors": ["Server disconnected"] * n}
     f = tmp_path / "failed.jsonl"
     f.write_text(json.dumps(obj) + "\n")
