@@ -35,6 +35,7 @@ Shipped (SGLang's names):
 from __future__ import annotations
 
 import random as _random
+import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -120,14 +121,22 @@ class QueueOrderBase:
         raise NotImplementedError
 
 
+def unset_priority(low_first: bool) -> int:
+    """The priority SGLang gives a request sent without one under priority scheduling, the
+    lowest there is: ``sys.maxsize`` when lower values go first, else ``-sys.maxsize - 1``
+    (sglang 0.5.23 managers/scheduler.py ``Scheduler._set_or_validate_priority``, as the
+    request enters the queue). The queue's sort and priority preemption read it."""
+    return sys.maxsize if low_first else -sys.maxsize - 1
+
+
 def _priority_key(priority_first: bool, low_first: bool):
     sign = 1 if low_first else -1
-    default = 1 << 62  # SGLang gives a request without priority the lowest one
+    default = unset_priority(low_first)
 
     def key(r: Req) -> int:
         if not priority_first:
             return 0
-        p = r.priority if r.priority is not None else (default if low_first else -default)
+        p = r.priority if r.priority is not None else default
         return p * sign
 
     return key

@@ -68,6 +68,7 @@ from specsched.sim.schedule_policy import (
     checked_order,
     make_queue_order,
     shortest_prefill_chunk_limit,
+    unset_priority,
 )
 from specsched.sim.schedule_policy import SHIPPED as SHIPPED_ORDERS
 from specsched.sim.scheduler_decode import RETRACT_DECODE_STEPS, DecodeMemory, UnschedulableRequest
@@ -802,14 +803,34 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             self._preempted = []
 
     def _preempt_for(self, req: Req, adder: PrefillAdder) -> int:
-        """Priority preemption (sglang 0.5.23 ``PrefillAdder.preempt_to_schedule``): running
-        requests whose priority is lower than ``req``'s by more than
-        ``priority_scheduling_preemption_threshold`` are retracted, lowest priority (then
-        the latest queued) first, until ``req``'s extend + reserved output fits the pass's KV
-        budget. Returns how many were preempted (0: none can make room)."""
+        """Priority preemption (sglang 0.5.23 schedule_policy.py
+        ``PrefillAdder.preempt_to_schedule``); returns how many running requests were
+        preempted (0: none can make room).
+
+        Choice: the unfinished running requests sorted lowest priority first (a request
+        without one has :func:`sim.schedule_policy.unset_priority`), ties the latest queued
+        first (``-wait_queue_entry_time``: the last queue entry, its arrival or its latest
+        re-queue); taken in that order while ``req``'s priority exceeds theirs by more than
+        ``priority_scheduling_preemption_threshold`` (the first that does not ends the
+        walk), until their reservations (:func:`reserved_decode_tokens` x the new-token
+        ratio, x 1 for ignore_eos) cover ``req``'s extend + min(max_new_tokens, 4096) less
+        the pass's remaining budget. Nothing is preempted when they do not.
+
+        Release: the chosen requests leave in the running batch's order, not the order they
+        were chosen, each evicting cached prefixes until 20 tokens per request still in the
+        batch are free (``release_req(i, len(running_batch.reqs) - release_counter)``; see
+        :meth:`_retract_req`); which prefixes survive depends on it.
+
+        Re-queue: after the pass (:meth:`_requeue` of ``_preempted``), whether or not
+        ``req`` was admitted (scheduler.py ``_get_new_batch_prefill_raw`` re-queues
+        ``adder.preempt_list``), in preemption order across the pass. Within one
+        preemption SGLang's order is that of the Python set ``preempt_to_schedule`` builds
+        of the chosen requests, whose hashes are their identities (memory addresses): it
+        defines none. The model re-queues them in their release order, the running batch's,
+        so that equal priorities keep their relative order when re-sorted."""
         s = self.server
         sign = 1 if s.schedule_low_priority_values_first else -1
-        default = (1 << 62) if s.schedule_low_priority_values_first else -(1 << 62)
+        default = unset_priority(s.schedule_low_priority_values_first)
 
         def prio(r: Req) -> int:
             return r.priority if r.priority is not None else default
@@ -833,17 +854,16 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                 break
         if not chosen or need > 0:
             return 0
-        # release_req's remaining count is the batch's size less the requests released so far
-        # (0.5.23 preempt_to_schedule: len(running_batch.reqs) - release_counter)
-        for k, r in enumerate(chosen, 1):
+        gone = {id(r) for r in chosen}
+        released = [r for r in self.running if id(r) in gone]   # batch order
+        for k, r in enumerate(released, 1):
             adder.rem_total_tokens += offset(r)
             adder.kv_changed(r.kv_allocated)
             self._retract_req(r, len(self.running) - k)
-        gone = {id(r) for r in chosen}
         self.running = [r for r in self.running if id(r) not in gone]
-        self.num_preemptions += len(chosen)
-        self._preempted.extend(chosen)
-        return len(chosen)
+        self.num_preemptions += len(released)
+        self._preempted.extend(released)
+        return len(released)
 
     def _checkpoint(self, r: Req, up_to: int) -> None:
         """Insert ``r.tokens[:up_to]`` (KV computed) into the prefix cache and hold it while

@@ -13,10 +13,9 @@ reservation fits; the ledger refuses more).
 
 from __future__ import annotations
 
-import sys
-
 from specsched.sim.plan import BatchPlan, decode_plan
 from specsched.sim.request import Req, ReqStatus
+from specsched.sim.schedule_policy import unset_priority
 
 RETRACT_DECODE_STEPS = 20
 """Older retract_decode kept retracting until this many decode steps per request fit."""
@@ -123,8 +122,8 @@ class DecodeMemory:
             return list(self.running)
         if self.server.retraction_policy == "priority":
             low_first = self.server.schedule_low_priority_values_first
-            # a request without a priority: sys.maxsize (low values first) or -maxsize - 1, times -sign
-            none = -sys.maxsize if low_first else -sys.maxsize - 1
+            # a request without a priority: SGLang's default (the lowest), negated as the others
+            none = -unset_priority(low_first) if low_first else unset_priority(low_first)
 
             def key(r: Req) -> tuple[int, int, int]:
                 p = none if r.priority is None else (-r.priority if low_first else r.priority)

@@ -69,7 +69,7 @@ CROSS_FIELD: dict[str, str] = {
     "server.chunked_prefill_size": "-1 (off) or 1 to 2**31 - 1; >= page_size",
     "server.page_size": "<= max_total_num_tokens",
     "server.speculative_num_draft_tokens": ">= 2 when speculative_algorithm is not none",
-    "server.speculative_num_steps": "chain drafters only (ignored without one, as SGLang does); = speculative_num_draft_tokens - 1 with speculative_eagle_topk 1, else <=",
+    "server.speculative_num_steps": "chain drafters only (ignored without one; a block drafter's is reset to 1 with a warning, as SGLang does); = speculative_num_draft_tokens - 1 with speculative_eagle_topk 1, else <=",
     "acceptance.mean_accept_length": "<= speculative_num_draft_tokens; one of the three sources",
     "acceptance.per_position_rates": "at most speculative_num_draft_tokens - 1 entries",
     "acceptance.histogram": "sums to 1 (within 0.001); at most speculative_num_draft_tokens entries",

@@ -309,12 +309,15 @@ class ServerArgs(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _draft_steps_only_on_chains(cls, data: Any) -> Any:
-        """``speculative_num_steps`` given without a chain drafter loads as SGLang resolves it:
-        sglang 0.5.23 ignores it without a speculative algorithm (arg_groups/speculative_hook.py
-        ``handle_speculative_decoding`` dispatches per algorithm only) and sets it to 1 for
-        DSpark and DFlash, logging a warning when it was another value (``_handle_dspark``,
-        ``_handle_dflash``). Either way the server runs no serial draft steps, so it is dropped
-        (a block drafter's one draft forward is :attr:`num_draft_forwards`)."""
+        """``speculative_num_steps`` given without a speculative algorithm is dropped: sglang
+        0.5.23 ignores it there (arg_groups/speculative_hook.py ``handle_speculative_decoding``
+        dispatches per algorithm only, and nothing else reads it). With a block drafter it is
+        kept as given, as ``speculative_eagle_topk`` is: SGLang overrides a value other than 1
+        to 1 with a logged warning (``_handle_dspark``, ``_handle_dflash``: "only supports
+        speculative_num_steps == 1"), which :func:`sim.defaults.block_drafter_resets` applies
+        and prints as a filled value. A block drafter reads neither field (its one draft
+        forward is :attr:`num_draft_forwards`), so the chain's step limits do not apply to it
+        (:meth:`_spec_window`)."""
         steps = data.get("speculative_num_steps") if isinstance(data, dict) else None
         if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
             return data   # absent, or a value the field's own validator names
@@ -322,7 +325,7 @@ class ServerArgs(BaseModel):
             algo = SpecAlgorithm(str(data.get("speculative_algorithm", "none")).lower())
         except ValueError:
             return data   # the field's own validator names the value
-        if not algo.enabled or algo.is_block:
+        if not algo.enabled:
             data = {k: v for k, v in data.items() if k != "speculative_num_steps"}
         return data
 
@@ -464,7 +467,7 @@ class ServerArgs(BaseModel):
         if self.disaggregation is not None:
             self._check_roles()
         steps = self.speculative_num_steps
-        if steps is not None:
+        if steps is not None and not algo.is_block:   # a block drafter's is reset to 1 (_draft_steps_only_on_chains)
             if steps >= MAX_DRAFT_TOKENS and self.speculative_eagle_topk in (None, 1):
                 # the window would be reset to steps + 1 (_chain_window_from_steps), past its limit
                 raise FieldError("server.speculative_num_steps", steps, f"at most {MAX_DRAFT_TOKENS - 1}: with "

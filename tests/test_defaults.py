@@ -688,3 +688,29 @@ def test_disaggregated_roles_of_different_page_sizes_are_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"server.disaggregation.decode.server.page_size = 16: the prefill server's "
                                           r"page_size is 1 and the decode server's 16"):
         load_scenario(path)
+
+
+@pytest.mark.parametrize("algo", ["dspark", "dflash"])
+@pytest.mark.parametrize("steps", [3, 100])
+def test_a_block_drafters_draft_steps_are_reset_to_one_and_said(tmp_path, capsys, monkeypatch, algo, steps):
+    """SGLang 0.5.23 overrides a block drafter's speculative_num_steps other than 1 to 1 with a
+    warning (arg_groups/speculative_hook.py _handle_dspark/_handle_dflash: "only supports
+    speculative_num_steps == 1"), as it does its topk. The value was dropped before the reset
+    could see it: a run with steps 3 said nothing, and steps 100 (past the window) too."""
+    from specsched.cli import main
+
+    path = _scenario(tmp_path, "llama-3.1-8b", "H100", 1,
+                     f"speculative_algorithm: {algo}, speculative_num_draft_tokens: 6, speculative_num_steps: {steps}")
+    sc = load_scenario(path)
+    said = {r.key: r.why for r in sc._resolved_defaults}
+    assert sc.server.speculative_num_steps == 1 and sc.server.num_draft_forwards == 1
+    assert f"speculative_num_steps={steps} to 1" in said["speculative_num_steps"], said
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(path), "--out", "out", "-q"]) == 0
+    out = capsys.readouterr().out
+    lines = [ln for ln in out.splitlines() if "speculative_num_steps" in ln]
+    assert len(lines) == 1 and f"speculative_num_steps={steps}" in lines[0] and "= 1" in lines[0], out
+    one = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H100", 1,
+                                  f"speculative_algorithm: {algo}, speculative_num_draft_tokens: 6, "
+                                  "speculative_num_steps: 1"))
+    assert "speculative_num_steps" not in {r.key for r in one._resolved_defaults}

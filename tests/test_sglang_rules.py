@@ -516,6 +516,90 @@ def test_after_a_preemption_each_later_request_of_the_pass_must_preempt_for_itse
     assert sorted(r.rid for r in s.waiting) == [0, 1, 3]
 
 
+def _two_preemptible(**kw) -> tuple[Scheduler, Req, Req]:
+    """Slots full with requests 0 and 1 (priority 1, batch order 0, 1; 0 queued first), each
+    holding a 40-token cached prefix locked; 14 tokens free; request 2 (priority 20) waits and
+    needs both running requests' reservations (500 each), so one pass preempts both."""
+    s = sched(max_running_requests=2, max_total_num_tokens=2000, enable_priority_scheduling=True,
+              priority_scheduling_preemption_threshold=5, chunked_prefill_size=-1, max_prefill_tokens=10**6, **kw)
+    reqs = []
+    for rid, base in ((0, 5000), (1, 6000)):
+        r = Req(rid, 5, 500, status=ReqStatus.RUNNING, ignore_eos=True, priority=1)
+        s.reqs[rid] = r
+        s.kv.reserve(r, 5)
+        r.prefill_done = 5
+        s.running.append(r)
+        s._entries += 1
+        s._entry[rid] = s._entries
+        holder = Req(90 + rid, 40, 1)
+        s.kv.reserve(holder, 40)
+        s.cache.insert(list(range(base, base + 40)))
+        s.kv.to_tree(holder, 40)
+        node = s.cache.match_prefix(list(range(base, base + 40)))[1]
+        s.cache.inc_lock_ref(node)
+        s._locks[rid] = node
+        reqs.append(r)
+    s.kv.reserve(Req(99, 1, 1), s.kv.available - 14)   # the rest of the pool held elsewhere
+    s.add_request(Req(2, 10, 4, priority=20, ignore_eos=True))
+    return s, reqs[0], reqs[1]
+
+
+def test_preempted_requests_are_released_in_batch_order():
+    # sglang 0.5.23 schedule_policy.py PrefillAdder.preempt_to_schedule chooses the lowest
+    # priority, then the latest queued (request 1 before 0), but releases the chosen ones in
+    # running_batch.reqs order: release_req(i, len(reqs) - release_counter). Request 0 goes
+    # first with one request left behind it, so its unlocked prefix is evicted until
+    # 1 x SGLANG_RETRACT_DECODE_STEPS = 20 tokens are free (5 + 14 < 20); request 1 goes
+    # last with none left, its prefix kept. Released in the chosen order, it was the other
+    # way round (request 1's prefix evicted, request 0's kept).
+    s, a, b = _two_preemptible()
+    p = s.schedule()
+    assert p.rids == (2,) and s.num_preemptions == 2
+    assert s.cache.match_prefix(list(range(5000, 5040)))[0] == 0
+    assert s.cache.match_prefix(list(range(6000, 6040)))[0] == 40
+
+
+def test_preempted_requests_reenter_the_queue_in_batch_order():
+    # sglang 0.5.23 scheduler.py _get_new_batch_prefill_raw re-queues adder.preempt_list after
+    # the pass (_add_request_to_queue: a new wait_queue_entry_time each). preempt_to_schedule
+    # extends that list with a set of the chosen requests, whose order is their identity
+    # hashes' (memory addresses): SGLang defines none. The model takes its release order, the
+    # running batch's, so that equal priorities keep their order among themselves (fcfs with
+    # priority sorts by priority, then entry time); it re-queued them latest-queued first.
+    s, a, b = _two_preemptible()
+    s.schedule()
+    assert [r.rid for r in s.waiting] == [0, 1]
+
+
+def test_a_request_without_priority_takes_sglangs_default_in_preemption_and_order():
+    # sglang 0.5.23 scheduler.py _set_or_validate_priority: a request without a priority gets
+    # -sys.maxsize - 1 (higher values first) or sys.maxsize (lower first); preempt_to_schedule
+    # and _sort_by_priority_and_fcfs read that value. With it taken as -(1 << 62) a priority-0
+    # request did not preempt an unprioritised one at a threshold of 2**62 + 10 (the
+    # difference is 2**63 in SGLang), and one of priority 2**62 + 1 sorted after an
+    # unprioritised one with lower values first.
+    import sys
+
+    from specsched.sim.schedule_policy import unset_priority
+
+    assert unset_priority(low_first=False) == -sys.maxsize - 1 and unset_priority(low_first=True) == sys.maxsize
+    s = sched(max_running_requests=1, enable_priority_scheduling=True,
+              priority_scheduling_preemption_threshold=2**62 + 10, chunked_prefill_size=-1, max_prefill_tokens=10**6)
+    s.add_request(Req(0, 10, 50))
+    commit_all(s, s.schedule())
+    s.add_request(Req(1, 10, 50, priority=0))
+    p = s.schedule()
+    assert p.rids == (1,) and s.num_preemptions == 1
+    low = sched(max_running_requests=1, enable_priority_scheduling=True, schedule_low_priority_values_first=True,
+                disable_priority_preemption=True, chunked_prefill_size=-1, max_prefill_tokens=10**6)
+    low.add_request(Req(0, 10, 1))
+    commit_all(low, low.schedule())
+    low.add_request(Req(1, 10, 5))
+    low.add_request(Req(2, 10, 5, priority=2**62 + 1))
+    commit_all(low, low.schedule())    # request 0 finishes
+    assert low.schedule().rids == (2,)
+
+
 def test_workload_priorities_reach_the_scheduler_and_high_priority_goes_first():
     from specsched.sim.config import Scenario
     from specsched.sim.engine import run_scenario
