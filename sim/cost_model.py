@@ -758,8 +758,11 @@ class CostModel:
             longer = interp is self.step_grid and self.window > self.ref_window
             for axis, q in interp.above.items():
                 pts = interp.x if axis == "x" else interp.c
-                notes.append(GridExit(name, interp.name, axis, float(q), float(pts[0]), float(pts[-1]),
-                                      context_counts=counts,
+                # one context column: the range is the contexts its measurements spanned
+                flat = axis == "context_len" and len(pts) == 1 and interp.span is not None
+                lo, hi = interp.span if flat else (float(pts[0]), float(pts[-1]))
+                notes.append(GridExit(name, interp.name, axis, float(q), lo, hi,
+                                      context_counts=counts, flat=flat,
                                       x_window=(self.window, self.ref_window) if longer and axis == "x" else None))
             if interp is self.extend or interp is self.inject:
                 for axis, q in interp.below.items():

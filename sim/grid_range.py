@@ -67,6 +67,9 @@ class GridExit:
             starting at 256 tokens priced 36 extends of 13-254 tokens at 3.8 ms of device time
             (median) by its first segment, unwarned; their GPU spans were 8.0-11.9 ms (bound
             there by the host's issue, so their device time stays unmeasured).
+        flat: the grid has one context column (``lo``-``hi``: its ``context_span``, the
+            contexts its measurements spanned), read at every context: the line says the
+            query was priced at that column, not extrapolated.
         x_window: ``(W, W0)`` when the decode/verify grid's batch axis was read for a window
             ``W`` longer than the grid's ``W0``: the batch is then ``requests x W / W0``, the
             token work of the longer window (sim/cost_model.py ``step_s``), which can exceed
@@ -82,6 +85,7 @@ class GridExit:
     below: bool = False
     context_counts: str | None = None
     x_window: tuple[int, int] | None = None
+    flat: bool = False
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -107,6 +111,11 @@ class GridExit:
                        f"{w}/{w0} on a grid timed at window {w0})")
         else:
             what, why = f"{grid} context", f" ({counts}; KV bytes read grow linearly with context)"
+            if self.flat:
+                return (f"warning: profile {self.profile}: {what} {self.extent:g} beyond the contexts its one "
+                        f"measured column spanned ({self.lo:g}-{self.hi:g}; {counts}): priced at that column, "
+                        "so the KV read's growth with context is not in the figure; profile more context "
+                        "columns (specsched profile --contexts) or fit an analytic profile")
         return (f"warning: profile {self.profile}: {what} {self.extent:g} beyond the profile's grid "
                 f"({self.lo:g}-{self.hi:g}): extrapolated linearly from the last measured segment{why}")
 

@@ -41,6 +41,13 @@ class Grid(BaseModel):
     or the batch's extend tokens (extend, draft_inject); ``context_len`` the batch's mean
     context (tokens). Axes strictly increasing; a single-point axis means no dependence.
     Every value finite, in [0, 3600] s, and not all zero (a forward takes time).
+
+    ``context_span``: for a grid of one context column only, ``[lo, hi]``, the contexts
+    its measurements spanned (the MI355X reference cells ran ~4K-token prompts with up to
+    3072 output tokens, so their figures say nothing of 32K contexts). The column is read
+    at every context all the same (no slope can be taken from one column); a query past
+    ``hi`` gets the range warning (:class:`sim.grid_range.GridExit` ``flat``). None: the
+    one column claims no range and nothing is said.
     """
 
     model_config = _STRICT
@@ -48,11 +55,18 @@ class Grid(BaseModel):
     x: list[AxisPoint] = Field(min_length=1)
     context_len: list[AxisPoint] = Field(default=[0.0], min_length=1)
     seconds: list[list[Seconds]]
+    context_span: list[AxisPoint] | None = Field(None, min_length=2, max_length=2)
 
     @model_validator(mode="after")
     def _shape(self) -> Grid:
         if len(self.seconds) != len(self.x) or any(len(row) != len(self.context_len) for row in self.seconds):
             raise ValueError(f"seconds must be {len(self.x)} rows x {len(self.context_len)} columns")
+        if self.context_span is not None:
+            if len(self.context_len) > 1:
+                raise ValueError("context_span is for a grid of one context column: "
+                                 f"this one spans context_len {self.context_len[0]:g}-{self.context_len[-1]:g}")
+            if self.context_span[1] < self.context_span[0]:
+                raise ValueError(f"context_span must be [lo, hi] with lo <= hi, not {self.context_span}")
         for name, axis in (("x", self.x), ("context_len", self.context_len)):
             if any(b <= a for a, b in zip(axis, axis[1:], strict=False)):
                 raise ValueError(f"{name} must be strictly increasing")
@@ -97,7 +111,7 @@ class GridInterp:
     warning, for the extend and injection grids' token axis).
     """
 
-    __slots__ = ("name", "x", "c", "v", "_xl", "_cl", "_vl", "_low", "_cache", "above", "below")
+    __slots__ = ("name", "x", "c", "v", "_xl", "_cl", "_vl", "_low", "_cache", "above", "below", "span")
 
     def __init__(self, g: Grid, name: str = "") -> None:
         self.name = name
@@ -112,6 +126,8 @@ class GridInterp:
         self._cache: dict[tuple[float, float], float] = {}
         self.above: dict[str, float] = {}
         self.below: dict[str, float] = {}
+        # the contexts a one-column grid's measurements spanned (Grid.context_span)
+        self.span: tuple[float, float] | None = tuple(g.context_span) if g.context_span is not None else None
 
     @staticmethod
     def _axis(axis: list[float], q: float) -> tuple[int, int, float]:
@@ -184,7 +200,8 @@ class GridInterp:
                 self.below["x"] = x
 
     def _note_context(self, c: float) -> None:
-        if len(self.c) > 1 and c > self.c[-1] and c > self.above.get("context_len", 0.0):
+        hi = self.c[-1] if len(self.c) > 1 else (self.span[1] if self.span is not None else None)
+        if hi is not None and c > hi and c > self.above.get("context_len", 0.0):
             self.above["context_len"] = c
 
     def row_shifted(self, x: float, context: float, shift: np.ndarray) -> float:

@@ -16,6 +16,8 @@ from specsched.analysis.overrides import load_scenario_with_overrides
 from specsched.analysis.synthetic import synthetic_run, write_demo_scenario
 from specsched.sim.errors import ConfigError
 
+from tests.conftest import ROOT
+
 
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory):
@@ -140,7 +142,11 @@ def test_a_run_that_refuses_its_input_is_the_runs_one_line_exit_2(tmp_path, caps
 
     from specsched.cli import main
 
-    doc = {"name": "nodecode", "profile": "mi355x-dsv41-flash-tp4",   # measured spec costs only
+    # measured spec costs only, and no verify window to read a decode forward from them
+    prof = yaml.safe_load((ROOT / "profiles" / "mi355x-dsv41-flash-tp4.yaml").read_text())
+    prof["gpu"].pop("verify_window")
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(prof))
+    doc = {"name": "nodecode", "profile": str(tmp_path / "p.yaml"),
            "workload": {"kind": "burst", "num_requests": 4, "input_len": {"kind": "fixed", "value": 100},
                         "output_len": {"kind": "fixed", "value": 10}},
            "arms": {"base": {}, "small": {"server": {"max_running_requests": 2}}}}
