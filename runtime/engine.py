@@ -589,16 +589,22 @@ class RuntimeEngine(LoopHost):
             kind = "spec" if self.window > 1 else "decode"
             ctx_need = max(sum(s.served_lengths) for s in self.specs) + 2 * self.window
             limit = min(srv.max_running_requests + 1, srv.cuda_graph_max_bs)
+            keys = []
+            for c in r.ctx_buckets:
+                keys += [(c, b) for b in r.bs_buckets if b <= max(limit, 1)]
+                if c >= ctx_need:
+                    break
             with allocating(self._allocation(f"the {kind} graphs captured up to cuda_graph_max_bs "
                                              f"{srv.cuda_graph_max_bs} (batches up to {max(limit, 1)}, contexts up to "
                                              f"{ctx_need})", "server.cuda_graph_max_bs", srv.cuda_graph_max_bs)):
-                for c in r.ctx_buckets:
-                    for b in r.bs_buckets:
-                        if b <= max(limit, 1):
-                            # decode replays without forced accepts: capture the key it looks up
-                            r.capture(kind, b, min(c, ctx_need), forced=kind == "spec")
-                    if c >= ctx_need:
-                        break
+                # largest first, as SGLang captures (runner/decode_cuda_graph_runner.py
+                # _capture_one_stream: reversed(capture_bs), "so cuda graphs share memory
+                # better"): the smaller graphs' temporaries reuse the shared pool's blocks the
+                # largest freed; smallest first, each larger graph found no free block big
+                # enough and grew the pool by its own
+                for c, b in sorted(keys, reverse=True):
+                    # decode replays without forced accepts: capture the key it looks up
+                    r.capture(kind, b, min(c, ctx_need), forced=kind == "spec")
             # every extend bucket the run can reach: one prefill batch holds at most
             # max_prefill_tokens and one chunk, and never more than all prompts together
             most = min(sum(s.served_lengths[0] for s in self.specs), srv.max_prefill_tokens,

@@ -131,3 +131,37 @@ def test_the_estimate_refuses_a_pool_sized_for_141_gb_on_an_80_gb_gpu():
     msg = str(e.value)
     assert msg.startswith("s.yaml: server.max_total_num_tokens = 500000: preset 8b with a 500000-token KV pool")
     assert "GPU memory free is 79.0 GiB of 79.6 GiB" in msg and all(k in msg for k in memory.LOWER_KEYS), msg
+
+
+# ------------------------------------------------------------------ graph capture order
+def test_graphs_are_captured_largest_first_into_the_shared_pool(monkeypatch):
+    """All captures share one graph pool (runtime/graphs.py GraphCache). Captured smallest
+    first, each larger graph's temporaries found no freed block big enough and grew the pool
+    by their own; SGLang captures largest first (decode_cuda_graph_runner.py
+    reversed(capture_bs); prefill_cuda_graph_runner.py reversed(capture_num_tokens)) so the
+    smaller ones reuse what the largest freed. Same keys, captured in that order."""
+    from specsched.runtime.prefill_graph import PiecewiseExtend
+
+    from tests.conftest import make_scenario
+
+    sc = make_scenario({"max_running_requests": 20, "cuda_graph_max_bs": 16, "chunked_prefill_size": 64,
+                        "max_prefill_tokens": 96, "max_total_num_tokens": 5000},
+                       {"kind": "burst", "num_requests": 3, "input_len": {"kind": "fixed", "value": 300},
+                        "output_len": {"kind": "fixed", "value": 300}})
+    eng = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False)
+    eng.graphs = True
+    seen: list[tuple[int, int]] = []
+    monkeypatch.setattr(eng.runner, "capture", lambda kind, b, c, forced=True: seen.append((c, b)))
+    monkeypatch.setattr(eng.runner, "capture_prefill", lambda most: 0)
+    eng._capture_all()
+    assert len(seen) == len(set(seen)) > 4 and len({c for c, _ in seen}) > 1, seen
+    assert seen == sorted(seen, reverse=True), seen
+
+    from tests.test_runtime_prefill_graph import BUCKETS, THREE, runners
+
+    _, pw = runners(THREE, BUCKETS)
+    captured: list[int] = []
+    monkeypatch.setattr(PiecewiseExtend, "capture", lambda self, b: captured.append(b))
+    pw.capture_prefill()
+    per_model = captured[:len(BUCKETS)]
+    assert len(BUCKETS) > 1 and per_model == sorted(BUCKETS, reverse=True), captured
