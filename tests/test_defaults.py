@@ -714,3 +714,36 @@ def test_a_block_drafters_draft_steps_are_reset_to_one_and_said(tmp_path, capsys
                                   f"speculative_algorithm: {algo}, speculative_num_draft_tokens: 6, "
                                   "speculative_num_steps: 1"))
     assert "speculative_num_steps" not in {r.key for r in one._resolved_defaults}
+
+
+def test_a_roles_block_drafter_steps_and_topk_are_reset_and_said_naming_the_role(tmp_path):
+    """Each disaggregated role is its own SGLang server, whose speculative hook overrides a
+    block drafter's speculative_num_steps and speculative_eagle_topk other than 1 to 1 with a
+    warning (arg_groups/speculative_hook.py _handle_dspark/_handle_dflash). Given in a role's
+    overrides they were kept silently; the server section's same values were said."""
+    pd = ("speculative_algorithm: dspark, speculative_num_draft_tokens: 4, disaggregation: {prefill: {instances: 1, "
+          "server: {speculative_num_steps: 3}}, decode: {instances: 1, server: {speculative_eagle_topk: 4, "
+          "speculative_num_steps: 1}}}")
+    sc = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1, pd))
+    said = {r.key: r for r in sc._resolved_defaults if "speculative_" in r.key and "draft_tokens" not in r.key}
+    assert set(said) == {"disaggregation.prefill.server.speculative_num_steps",
+                         "disaggregation.decode.server.speculative_eagle_topk"}, said
+    assert all(r.value == 1 for r in said.values())
+    pre = said["disaggregation.prefill.server.speculative_num_steps"].why
+    assert "speculative_num_steps=3" in pre and "the prefill server" in pre and "_handle_dspark" in pre
+    assert "speculative_eagle_topk=4" in said["disaggregation.decode.server.speculative_eagle_topk"].why
+    assert sc.server.role_server("prefill").speculative_num_steps == 1
+    assert sc.server.role_server("decode").speculative_eagle_topk == 1
+    # a role that turns a block drafter on over a server without one; a chain role keeps its own
+    on = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1,
+                                 "disaggregation: {prefill: {instances: 1}, decode: {instances: 1, server: "
+                                 "{speculative_algorithm: dflash, speculative_eagle_topk: 2}}}"))
+    (r,) = [r for r in on._resolved_defaults if r.key.endswith("speculative_eagle_topk")]
+    assert r.key == "disaggregation.decode.server.speculative_eagle_topk" and "for dflash on the decode server" in r.why
+    chain = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1,
+                                    "speculative_algorithm: eagle, disaggregation: {prefill: {instances: 1}, decode: "
+                                    "{instances: 1, server: {speculative_num_steps: 2, speculative_eagle_topk: 1, "
+                                    "speculative_num_draft_tokens: 3}}}"))
+    assert not [r for r in chain._resolved_defaults if r.key.startswith("disaggregation.")
+                and r.key.endswith(("_num_steps", "_eagle_topk"))]
+    assert chain.server.role_server("decode").speculative_num_steps == 2
