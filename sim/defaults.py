@@ -859,10 +859,13 @@ def block_drafter_resets(server: ServerArgs, given: set[str]) -> tuple[ServerArg
     ``disaggregation.<role>.server.<key>``, naming the role."""
     out: list[Resolved] = []
     if server.speculative_algorithm.is_block:
-        out = [Resolved(k, 1, f"SGLang overrides {k}={getattr(server, k)} to 1 for {server.speculative_algorithm.value} "
+        # a value out of the chain range (0, negative) was held at 1 by ServerArgs._block_drafter_resets
+        was = {k: server._block_given.get(k, getattr(server, k)) for k in BLOCK_RESET_KEYS}
+        out = [Resolved(k, 1, f"SGLang overrides {k}={was[k]} to 1 for {server.speculative_algorithm.value} "
                         "with a warning (arg_groups/speculative_hook.py _handle_dspark/_handle_dflash)")
-               for k in BLOCK_RESET_KEYS if k in given and getattr(server, k) != 1]
+               for k in BLOCK_RESET_KEYS if k in given and was[k] != 1]
         server = server.model_copy(update={r.key: 1 for r in out})
+        server._block_given = {}
     layout = server.disaggregation
     if layout is None:
         return server, out

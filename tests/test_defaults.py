@@ -747,3 +747,37 @@ def test_a_roles_block_drafter_steps_and_topk_are_reset_and_said_naming_the_role
     assert not [r for r in chain._resolved_defaults if r.key.startswith("disaggregation.")
                 and r.key.endswith(("_num_steps", "_eagle_topk"))]
     assert chain.server.role_server("decode").speculative_num_steps == 2
+
+
+@pytest.mark.parametrize("algo", ["dspark", "dflash"])
+@pytest.mark.parametrize("key, value", [("speculative_num_steps", 0), ("speculative_num_steps", -2),
+                                        ("speculative_eagle_topk", 0), ("speculative_eagle_topk", -1),
+                                        ("speculative_eagle_topk", 100)])
+def test_a_block_drafters_zero_or_negative_steps_are_reset_and_said_as_sglang_does(tmp_path, algo, key, value):
+    """SGLang 0.5.23's _handle_dspark/_handle_dflash (arg_groups/speculative_hook.py) override
+    any speculative_num_steps / speculative_eagle_topk with int(value) != 1 to 1 with a
+    warning, 0 and negatives included; the field's >= 1 (topk <= 64) refused them. Reset and
+    said, on the server section and on a disaggregated role."""
+    sc = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1,
+                                 f"speculative_algorithm: {algo}, speculative_num_draft_tokens: 4, {key}: {value}"))
+    assert getattr(sc.server, key) == 1
+    (r,) = [r for r in sc._resolved_defaults if r.key == key]
+    assert r.value == 1 and f"{key}={value} to 1 for {algo}" in r.why
+    pd = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1,
+                                 f"speculative_algorithm: {algo}, speculative_num_draft_tokens: 4, disaggregation: "
+                                 f"{{prefill: {{instances: 1}}, decode: {{instances: 1, server: {{{key}: {value}}}}}}}"))
+    (r,) = [r for r in pd._resolved_defaults if r.key.endswith(key)]
+    assert r.key == f"disaggregation.decode.server.{key}" and f"{key}={value} to 1 for {algo} on the decode" in r.why
+    assert getattr(pd.server.role_server("decode"), key) == 1
+
+
+@pytest.mark.parametrize("key, value", [("speculative_num_steps", 0), ("speculative_num_steps", -1),
+                                        ("speculative_eagle_topk", 0)])
+def test_a_chain_drafters_zero_or_negative_steps_are_still_refused(tmp_path, key, value):
+    """A chain drafter's steps and topk keep the field's range: SGLang's EAGLE-family hook
+    resets no such value (its MTP draft path refuses steps < 1: _handle_iquest_q1_mtp_draft)."""
+    from specsched.sim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=key):
+        load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1,
+                                f"speculative_algorithm: eagle, speculative_num_draft_tokens: 4, {key}: {value}"))
