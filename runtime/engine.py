@@ -577,9 +577,9 @@ class RuntimeEngine(LoopHost):
         with collector_paused():  # one collection for the whole capture loop
             self._capture_all()
         srv = self.server
-        with allocating(self._allocation(f"a forward of the warm-up request (the pool's "
-                                         f"{srv.max_total_num_tokens} tokens held)", "server.max_total_num_tokens",
-                                         srv.max_total_num_tokens)):
+        with allocating(self._allocation(f"a forward of the warm-up request (the KV pool of "
+                                         f"{srv.max_total_num_tokens} tokens and the graphs already allocated)",
+                                         "server.max_total_num_tokens", srv.max_total_num_tokens)):
             self._warm_requests()
 
     def _capture_all(self) -> None:
