@@ -13,6 +13,8 @@ import csv
 import io
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +185,27 @@ def nothing_written(*paths: Path) -> str:
     return "nothing written" + (f" ({', '.join(kept)} left as it was)" if kept else "")
 
 
+@contextmanager
+def device_memory_refused(source: str) -> Iterator[None]:
+    """The command boundary of a run on a device: the device running out of memory in the
+    block (:func:`runtime.memory.is_device_oom`) becomes the one-line
+    :func:`runtime.memory.device_oom_error` (the scenario file ``source``, what was being
+    allocated, the device's total memory, the keys to lower; exit 2). The only place a run's
+    out-of-memory error is caught; the block writes nothing, so nothing is half-written.
+
+    Raises:
+        ConfigError: for a device out-of-memory error; any other error propagates as it is.
+    """
+    try:
+        yield
+    except Exception as e:
+        from specsched.runtime.memory import device_oom_error, is_device_oom
+
+        if not is_device_oom(e):
+            raise
+        raise device_oom_error(e, source) from None
+
+
 def profile_facts(profile: Any) -> tuple[str | None, str | None, int | None]:
     """What a profile says it was made on: its device kind (``cpu``, ``gpu``, or None for a
     device it does not name, such as a test's ``synthetic``), the proxy
@@ -241,9 +264,10 @@ def cmd_measure(args: argparse.Namespace) -> int:
     out = check_results_target(out)   # a file or another folder: refused before the run, as `run` does
     t0 = time.perf_counter()
     try:
-        res = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed, graphs=not args.no_graphs,
-                            backend=args.backend, allow_serializing=args.allow_serializing,
-                            progress=not getattr(args, "quiet", False)).run()
+        with device_memory_refused(str(sc.path or args.scenario)):
+            res = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed, graphs=not args.no_graphs,
+                                backend=args.backend, allow_serializing=args.allow_serializing,
+                                progress=not getattr(args, "quiet", False)).run()
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"measurement stopped, {nothing_written(out)}") from None
     from specsched.sim.bench_serving import bench_record
@@ -317,11 +341,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     try:
         # on CPU, with the threads the profile was made with (a CPU profile records them):
         # a measurement runs as the profile it is compared with did (runtime.device.serve_threads)
-        engine = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed, graphs=not args.no_graphs,
-                               backend=args.backend, allow_serializing=args.allow_serializing,
-                               progress=not getattr(args, "quiet", False),
-                               cpu_threads=p_threads if p_kind == "cpu" else None)
-        measured = engine.run()
+        with device_memory_refused(str(sc.path or args.scenario)):
+            engine = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed,
+                                   graphs=not args.no_graphs, backend=args.backend,
+                                   allow_serializing=args.allow_serializing,
+                                   progress=not getattr(args, "quiet", False),
+                                   cpu_threads=p_threads if p_kind == "cpu" else None)
+            measured = engine.run()
         predicted = run_scenario(sc, seed=measured.summary["seed"], profile=profile, warn=False)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"validation stopped, {nothing_written(*targets)}") from None

@@ -42,7 +42,7 @@ from specsched.runtime.device import Device, HostCopy, RingEvent, serve_threads
 from specsched.runtime.environment import check_serializing, environment, model_sdpa_probe
 from specsched.runtime.host_probe import HostProbe
 from specsched.runtime.host_reference import LaunchReferenceWork, SpeedSampler
-from specsched.runtime.memory import check_fits, estimate
+from specsched.runtime.memory import LOWER_KEYS, Allocation, allocating, check_fits, estimate
 from specsched.runtime.model import PRESETS, LlamaProxy, ModelRunner, draft_preset
 from specsched.runtime.runner import CTX_BUCKET_STEP, engine_context_width
 from specsched.sim.acceptance import AcceptanceModel
@@ -352,9 +352,10 @@ class RuntimeEngine(LoopHost):
         self.memory_estimate = est
         torch.manual_seed(self.seed)
         dt = self.dev.dtype
-        target = LlamaProxy(PRESETS[preset], seed=self.seed, device=self.dev.torch_device, dtype=dt)
-        drafter = (LlamaProxy(PRESETS[draft_preset(preset)], seed=self.seed + 1, device=self.dev.torch_device, dtype=dt)
-                   if srv.speculative_algorithm.enabled else None)
+        with allocating(self._allocation(f"the weights of preset {preset}", "--preset", preset)):
+            target = LlamaProxy(PRESETS[preset], seed=self.seed, device=self.dev.torch_device, dtype=dt)
+            drafter = (LlamaProxy(PRESETS[draft_preset(preset)], seed=self.seed + 1, device=self.dev.torch_device,
+                                  dtype=dt) if srv.speculative_algorithm.enabled else None)
         self.vocab = target.cfg.vocab_size
         # context buckets every 256 positions up to a width on that lattice too: every step's
         # attention width is round_up(need, 256), what the simulator charges
@@ -365,10 +366,13 @@ class RuntimeEngine(LoopHost):
         # speculative decoding 1..8, 10..32 step 2, ...: arg_groups/cuda_graph_hook.py
         # generate_decode_cuda_graph_batch_sizes), the ones the simulator pads a batch to
         # (CostModel.padded_batch); a batch above the largest runs eagerly, as there
-        self.runner = ModelRunner(target, self.dev, max_reqs=max_reqs, max_context=width, num_slots=slots,
-                                  drafter=drafter, spec_window=self.window if drafter is not None else 1,
-                                  ctx_buckets=ctx_buckets, bs_buckets=srv.graph_batch_sizes, external_kv=True,
-                                  prefill_graph_tokens=self._prefill_buckets(graphs))
+        with allocating(self._allocation(f"the KV pool of {slots - 1} tokens (and its {max_reqs} request rows of "
+                                         f"{width} positions)", "server.max_total_num_tokens",
+                                         srv.max_total_num_tokens)):
+            self.runner = ModelRunner(target, self.dev, max_reqs=max_reqs, max_context=width, num_slots=slots,
+                                      drafter=drafter, spec_window=self.window if drafter is not None else 1,
+                                      ctx_buckets=ctx_buckets, bs_buckets=srv.graph_batch_sizes, external_kv=True,
+                                      prefill_graph_tokens=self._prefill_buckets(graphs))
         self.preset = preset
         self._env: dict[str, str] | None = None
         self.graphs = graphs and self.dev.is_gpu
@@ -379,6 +383,12 @@ class RuntimeEngine(LoopHost):
         # would need new pinned staging memory inside the measured loop
         self.device_gen = torch.Generator(device=self.dev.torch_device).manual_seed(self.seed * 1000 + _TOKENS_STREAM)
         self._reset_run_state()
+
+    def _allocation(self, what: str, key: str, value: object) -> Allocation:
+        """What the block about to run allocates (:class:`runtime.memory.allocating`): a device
+        out-of-memory error raised in it is said at the command boundary with these words."""
+        lower = ("a smaller --preset",) if key == "--preset" else LOWER_KEYS
+        return Allocation(what, key, value, lower, self.dev.torch_device)
 
     def _prefill_buckets(self, graphs: bool) -> list[int]:
         """Extend token buckets replayed piecewise: the scenario's ``prefill_graph_tokens``
@@ -566,28 +576,43 @@ class RuntimeEngine(LoopHost):
 
         with collector_paused():  # one collection for the whole capture loop
             self._capture_all()
-        self._warm_requests()
+        srv = self.server
+        with allocating(self._allocation(f"a forward of the warm-up request (the KV pool of "
+                                         f"{srv.max_total_num_tokens} tokens and the graphs already allocated)",
+                                         "server.max_total_num_tokens", srv.max_total_num_tokens)):
+            self._warm_requests()
 
     def _capture_all(self) -> None:
         """Capture every decode/verify (batch, context) bucket and extend bucket the run can reach."""
-        r = self.runner
+        r, srv = self.runner, self.server
         if self.graphs:
             kind = "spec" if self.window > 1 else "decode"
             ctx_need = max(sum(s.served_lengths) for s in self.specs) + 2 * self.window
-            limit = min(self.server.max_running_requests + 1, self.server.cuda_graph_max_bs)
+            limit = min(srv.max_running_requests + 1, srv.cuda_graph_max_bs)
+            keys = []
             for c in r.ctx_buckets:
-                for b in r.bs_buckets:
-                    if b <= max(limit, 1):
-                        # decode replays without forced accepts: capture the key it looks up
-                        r.capture(kind, b, min(c, ctx_need), forced=kind == "spec")
+                keys += [(c, b) for b in r.bs_buckets if b <= max(limit, 1)]
                 if c >= ctx_need:
                     break
+            with allocating(self._allocation(f"the {kind} graphs captured up to cuda_graph_max_bs "
+                                             f"{srv.cuda_graph_max_bs} (batches up to {max(limit, 1)}, contexts up to "
+                                             f"{ctx_need})", "server.cuda_graph_max_bs", srv.cuda_graph_max_bs)):
+                # largest first, as SGLang captures (runner/decode_cuda_graph_runner.py
+                # _capture_one_stream: reversed(capture_bs), "so cuda graphs share memory
+                # better"): the smaller graphs' temporaries reuse the shared pool's blocks the
+                # largest freed; smallest first, each larger graph found no free block big
+                # enough and grew the pool by its own
+                for c, b in sorted(keys, reverse=True):
+                    # decode replays without forced accepts: capture the key it looks up
+                    r.capture(kind, b, min(c, ctx_need), forced=kind == "spec")
             # every extend bucket the run can reach: one prefill batch holds at most
             # max_prefill_tokens and one chunk, and never more than all prompts together
-            srv = self.server
             most = min(sum(s.served_lengths[0] for s in self.specs), srv.max_prefill_tokens,
                        srv.chunked_prefill_size if srv.chunked_prefill_size > 0 else 10**9)
-            r.capture_prefill(most)
+            with allocating(self._allocation(f"the piecewise prefill graphs up to {most} tokens",
+                                             "server.cuda_graph_max_bs_prefill",
+                                             max(srv.prefill_graph_tokens, default=0))):
+                r.capture_prefill(most)
 
     def _warm_requests(self) -> None:
         """One request through extend and three steps, then freed (first-use costs off the
@@ -611,14 +636,20 @@ class RuntimeEngine(LoopHost):
     def run(self) -> RunResult:
         """Execute the scenario; returns the measured :class:`sim.records.RunResult`
         (``summary["source"] = "runtime:<device>"``)."""
+        srv = self.server
+        forward = self._allocation(f"a forward of the run (batches of up to {srv.max_running_requests} requests, "
+                                   f"prefill chunks of up to {srv.chunked_prefill_size} tokens)",
+                                   "server.max_running_requests", srv.max_running_requests)
         try:
             if self.do_warmup:
                 if not self._warmed:
                     self.warmup()
                     self._warmed = True
                 if self.dev.is_gpu:
-                    self._execute()  # an unmeasured pass over the same scenario
-            return self._execute()
+                    with allocating(forward):
+                        self._execute()  # an unmeasured pass over the same scenario
+            with allocating(forward):
+                return self._execute()
         except Stalled as e:   # a stall under the run's own user policy is the policy's (specsched/cli.py)
             e.policies = user_policy_specs(self.scenario.server)
             raise

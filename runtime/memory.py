@@ -9,11 +9,19 @@ graphs. :func:`estimate` adds these up from the
 shapes alone; :func:`check_fits` refuses (one line, exit 2) when the total exceeds what the
 device (``torch.cuda.mem_get_info``) or the host (``MemAvailable``) has free, instead of
 letting the kernel kill the process for memory with no message.
+
+Where the estimate passes and the device still runs out (the caching allocator's
+fragmentation, a graph pool, another process on the GPU), :class:`allocating` marks the
+error with what was being allocated and :func:`device_oom_error` turns it into one line at
+the command boundary (runtime/cli_commands.py): the scenario file, the allocation, the
+device's total memory and the server keys that shrink it.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Any
 
 from specsched.runtime.model_config import ModelConfig
 from specsched.sim.errors import ConfigError
@@ -97,25 +105,137 @@ def _host_available() -> int | None:
 
 def available(is_gpu: bool, torch_device: object = None) -> tuple[int | None, str]:
     """(bytes free, where) on the device or the host; None when unknown."""
+    free, _, where = memory_info(is_gpu, torch_device)
+    return free, where
+
+
+def memory_info(is_gpu: bool, torch_device: object = None) -> tuple[int | None, int | None, str]:
+    """(bytes free, bytes in all, where): ``torch.cuda.mem_get_info`` on a GPU; on the host
+    ``MemAvailable`` and the physical memory (:func:`sim.limits.physical_memory_bytes`). None
+    where unknown."""
     if is_gpu:
         import torch
 
-        free, _ = torch.cuda.mem_get_info(torch_device)
-        return int(free), "GPU memory free"
-    return _host_available(), "host memory available"
+        free, total = torch.cuda.mem_get_info(torch_device)
+        return int(free), int(total), "GPU memory free"
+    from specsched.sim.limits import physical_memory_bytes
+
+    return _host_available(), physical_memory_bytes(), "host memory available"
 
 
 def check_fits(est: MemoryEstimate, *, preset: str, slots: int, is_gpu: bool, torch_device: object = None,
-               source: str = "<runtime>", configured: int | None = None) -> None:
-    """Refuse a run that will not fit.
+               source: str = "<runtime>", configured: int | None = None,
+               free_total: tuple[int, int] | None = None) -> None:
+    """Refuse a run that will not fit, before anything is allocated.
+
+    Args:
+        est: the run's :func:`estimate`.
+        preset, slots: the model preset and the KV pool's slots (incl. the padding slot).
+        is_gpu, torch_device: where the run allocates (a GPU's figures come from
+            ``torch.cuda.mem_get_info``, the host's from ``/proc/meminfo``).
+        source: the scenario file named in the message.
+        configured: the scenario's ``server.max_total_num_tokens`` (the pool is capped to
+            what the rows can map, ``slots - 1``, when that is smaller).
+        free_total: (bytes free, bytes in all) to check against instead of asking the
+            device (tests size a GPU's memory on the CPU this way).
 
     Raises:
         ConfigError: the estimate exceeds :data:`HEADROOM` of the free memory (one line naming
-            the preset, the pool size, the estimate and what is available).
+            the preset, the pool size, the estimate, what is free of the device's total and
+            the server keys that shrink the largest parts).
     """
-    free, where = available(is_gpu, torch_device)
+    if free_total is not None:
+        free, total, where = free_total[0], free_total[1], "GPU memory free" if is_gpu else "host memory available"
+    else:
+        free, total, where = memory_info(is_gpu, torch_device)
     if free is None or est.total <= HEADROOM * free:
         return
+    of = f" of {total / GIB:.1f} GiB" if total else ""
     raise ConfigError(source, "server.max_total_num_tokens", configured if configured is not None else slots - 1,
                       f"preset {preset} with a {slots - 1}-token KV pool needs about {est.describe()}, "
-                      f"{where} is {free / GIB:.1f} GiB: lower max_total_num_tokens or use a smaller --preset")
+                      f"{where} is {free / GIB:.1f} GiB{of}: lower server.max_total_num_tokens (KV), "
+                      "server.cuda_graph_max_bs (graphs) or server.max_running_requests (activations), "
+                      "or use a smaller --preset")
+
+
+# ---------------------------------------------------------------- out of memory mid-run
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """What a run was allocating when the device ran out: the words for it, the scenario key
+    whose value sizes it (and that value), the other keys that shrink the run, and the
+    torch device (for its total memory)."""
+
+    what: str
+    key: str
+    value: Any
+    lower: tuple[str, ...]
+    torch_device: Any = None
+
+
+LOWER_KEYS = ("server.max_total_num_tokens", "server.cuda_graph_max_bs", "server.max_running_requests")
+"""The server keys a run out of device memory is told to lower (its allocation's own key first)."""
+
+
+def is_device_oom(exc: BaseException) -> bool:
+    """Whether ``exc`` is the device running out of memory: torch's allocator error
+    (``torch.OutOfMemoryError``, which ``torch.cuda.OutOfMemoryError`` is), or a CUDA/HIP
+    runtime call that failed with out of memory outside the allocator (a ``RuntimeError``
+    "CUDA error: out of memory", e.g. instantiating a captured graph)."""
+    import torch
+
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    return isinstance(exc, RuntimeError) and re.search(r"\b(CUDA|HIP) error: out of memory", str(exc)) is not None
+
+
+class allocating:  # noqa: N801  (used as a context manager, like torch.no_grad)
+    """``with allocating(Allocation(...)):`` marks a device out-of-memory error raised in the
+    block with the allocation (``exc.allocation``; the innermost block's is kept) and lets it
+    propagate: nothing is caught here, the command boundary says it
+    (:func:`device_oom_error`)."""
+
+    def __init__(self, allocation: Allocation) -> None:
+        self.allocation = allocation
+
+    def __enter__(self) -> Allocation:
+        return self.allocation
+
+    def __exit__(self, typ: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is not None and getattr(exc, "allocation", None) is None and is_device_oom(exc):
+            exc.allocation = self.allocation  # type: ignore[attr-defined]
+        return False
+
+
+def device_total(torch_device: Any) -> int | None:
+    """The device's memory in all (bytes): the GPU's (``mem_get_info``), the host's physical
+    memory for the CPU; None where unknown."""
+    import torch
+
+    dev = torch.device(torch_device) if torch_device is not None else None
+    if dev is not None and dev.type == "cuda":
+        try:
+            return int(torch.cuda.mem_get_info(dev)[1])
+        except RuntimeError:   # the context itself cannot answer any more
+            return int(torch.cuda.get_device_properties(dev).total_memory)
+    from specsched.sim.limits import physical_memory_bytes
+
+    return physical_memory_bytes()
+
+
+def device_oom_error(exc: BaseException, source: str, total: int | None = None) -> ConfigError:
+    """The one line for a device that ran out of memory mid-run (``exc``, marked by
+    :class:`allocating`): the scenario file ``source``, what was being allocated, the size
+    torch asked for (where its message says), the device's total memory (``total``, default
+    :func:`device_total`) and the server keys to lower, its allocation's own first."""
+    a: Allocation = getattr(exc, "allocation", None) or Allocation(
+        "memory for the run", "server.max_total_num_tokens", "?", LOWER_KEYS)
+    if total is None:
+        total = device_total(a.torch_device)
+    asked = re.search(r"Tried to allocate ([\d.]+ [KMGT]?i?B)", str(exc))
+    dev = str(a.torch_device) if a.torch_device is not None else "the device"
+    size = f"{total / GIB:.1f} GiB in all" if total else "its total memory unknown"
+    lower = [a.key] + [k for k in a.lower if k != a.key]
+    keys = f"{', '.join(lower[:-1])} or {lower[-1]}" if len(lower) > 1 else lower[0]
+    more = f" (torch asked for {asked.group(1)} more)" if asked else ""
+    return ConfigError(source, a.key, a.value,
+                       f"the device ({dev}, {size}) ran out of memory allocating {a.what}{more}: lower {keys}")

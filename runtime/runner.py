@@ -259,11 +259,14 @@ class ModelRunner(SpecCycle):
         """Capture the piecewise extend (and inject) graphs of every bucket up to
         ``max_tokens`` (None: all), as SGLang captures its prefill buckets at start-up; a
         bucket first used later is captured then (two device synchronizations). Returns
-        the number of buckets captured per model."""
+        the number of buckets captured per model. Largest bucket first, as SGLang captures
+        them (runner/prefill_cuda_graph_runner.py ``_capture_one_stream``:
+        ``reversed(capture_num_tokens)``), so the smaller buckets reuse the graph pool's
+        blocks the largest freed."""
         n = 0
         for pw in self.piecewise.values():
             todo = [b for b in pw.buckets if max_tokens is None or b <= max(max_tokens, pw.buckets[0])]
-            for b in todo:
+            for b in sorted(todo, reverse=True):
                 pw.capture(b)
             n = max(n, len(todo))
         return n

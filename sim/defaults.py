@@ -842,18 +842,49 @@ def _role_pools(server: ServerArgs, hw: Hardware, given: set[str], out: list[Res
     return server.model_copy(update={"disaggregation": layout.model_copy(update=roles)}) if roles else server
 
 
+BLOCK_RESET_KEYS = ("speculative_num_steps", "speculative_eagle_topk")
+"""The chain drafter's settings a block drafter's server overrides to 1 (:func:`block_drafter_resets`)."""
+
+
 def block_drafter_resets(server: ServerArgs, given: set[str]) -> tuple[ServerArgs, list[Resolved]]:
     """A block drafter's (DSpark, DFlash) ``speculative_num_steps`` and ``speculative_eagle_topk``
     as SGLang 0.5.23 runs them: a given value other than 1 is overridden to 1 with a warning
     (arg_groups/speculative_hook.py ``_handle_dspark``, ``_handle_dflash``: "only supports
     speculative_num_steps == 1"). The simulator's block drafter reads neither, so a run was
-    the same with them silently; the reset is said as a filled value."""
-    if not server.speculative_algorithm.is_block:
-        return server, []
-    out = [Resolved(k, 1, f"SGLang overrides {k}={getattr(server, k)} to 1 for {server.speculative_algorithm.value} "
-                    "with a warning (arg_groups/speculative_hook.py _handle_dspark/_handle_dflash)")
-           for k in ("speculative_num_steps", "speculative_eagle_topk") if k in given and getattr(server, k) != 1]
-    return server.model_copy(update={r.key: 1 for r in out}), out
+    the same with them silently; the reset is said as a filled value.
+
+    Each disaggregated role is its own SGLang server, whose hook does the same to the values
+    its own overrides give (``server.disaggregation.<role>.server``) where the role runs a
+    block drafter: those are reset in the role's overrides and said under
+    ``disaggregation.<role>.server.<key>``, naming the role."""
+    out: list[Resolved] = []
+    if server.speculative_algorithm.is_block:
+        # a value out of the chain range (0, negative) was held at 1 by ServerArgs._block_drafter_resets
+        was = {k: server._block_given.get(k, getattr(server, k)) for k in BLOCK_RESET_KEYS}
+        out = [Resolved(k, 1, f"SGLang overrides {k}={was[k]} to 1 for {server.speculative_algorithm.value} "
+                        "with a warning (arg_groups/speculative_hook.py _handle_dspark/_handle_dflash)")
+               for k in BLOCK_RESET_KEYS if k in given and was[k] != 1]
+        server = server.model_copy(update={r.key: 1 for r in out})
+        server._block_given = {}
+    layout = server.disaggregation
+    if layout is None:
+        return server, out
+    roles: dict[str, Any] = {}
+    for role in ("prefill", "decode"):
+        cfg = getattr(layout, role)
+        own = [k for k in BLOCK_RESET_KEYS if k in cfg.server and cfg.server[k] != 1]
+        if not own:
+            continue
+        algo = server.role_server(role).speculative_algorithm
+        if not algo.is_block:
+            continue
+        out += [Resolved(f"disaggregation.{role}.server.{k}", 1,
+                         f"SGLang overrides {k}={cfg.server[k]} to 1 for {algo.value} on the {role} server with a "
+                         "warning (arg_groups/speculative_hook.py _handle_dspark/_handle_dflash)") for k in own]
+        roles[role] = cfg.model_copy(update={"server": {**cfg.server, **dict.fromkeys(own, 1)}})
+    if roles:
+        server = server.model_copy(update={"disaggregation": layout.model_copy(update=roles)})
+    return server, out
 
 
 def apply_hardware_defaults(scenario: Scenario, given: set[str] | None = None,

@@ -13,7 +13,14 @@ import math
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from specsched.sim.disagg_config import FORCED_ROLE_KEYS, ROLES, Disaggregation
 from specsched.sim.errors import FieldError
 from specsched.sim.sglang_launch_args import drop_inert, launch_arg_line
@@ -199,6 +206,10 @@ class ServerArgs(BaseModel):
     """The SGLang server arguments the scheduler model reads (names as in server_args.py); SGLang launch arguments that cannot change the prediction (log_level, enable_metrics, port, ...) are accepted and left out, the others refused saying why (sim/sglang_launch_args.py)."""
 
     model_config = _STRICT
+    _block_given: dict[str, int] = PrivateAttr(default_factory=dict)
+    """A block drafter's ``speculative_num_steps`` / ``speculative_eagle_topk`` as given where
+    out of the chain drafter's range (0, negative; topk above 64): held at 1 here and said as
+    SGLang's reset by :func:`sim.defaults.block_drafter_resets` (:meth:`_block_drafter_resets`)."""
 
     max_running_requests: int = Field(256, ge=1, description="Running-slot limit (requests).")
     max_total_num_tokens: int = Field(724_000, ge=1, description="KV pool capacity, tokens.")
@@ -304,6 +315,35 @@ class ServerArgs(BaseModel):
         m = handler(data)
         if auto:
             m.__pydantic_fields_set__.difference_update(auto)
+        return m
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _block_drafter_resets(cls, data: Any, handler: Any) -> ServerArgs:
+        """A block drafter's (DSpark, DFlash) ``speculative_num_steps`` or
+        ``speculative_eagle_topk`` given as any integer other than 1 is overridden to 1 with a
+        warning by SGLang 0.5.23 (arg_groups/speculative_hook.py ``_handle_dspark``,
+        ``_handle_dflash``: ``int(value) != 1``), 0 and negatives included; the fields' own
+        range (>= 1, topk <= 64) is the chain drafters', whose hook takes no such value. An
+        integer outside that range is held at 1 here, the value given kept in
+        ``_block_given`` for :func:`sim.defaults.block_drafter_resets` to say the reset; one
+        within it stays as given until that reset. Chain drafters keep the fields' range."""
+        given: dict[str, int] = {}
+        if isinstance(data, dict):
+            try:
+                algo = SpecAlgorithm(str(data.get("speculative_algorithm", "none")).lower())
+            except ValueError:
+                algo = SpecAlgorithm.none   # the field's own validator names the value
+            if algo.is_block:
+                for key, top in (("speculative_num_steps", None), ("speculative_eagle_topk", 64)):
+                    v = data.get(key)
+                    if isinstance(v, int) and not isinstance(v, bool) and (v < 1 or (top is not None and v > top)):
+                        given[key] = v
+                if given:
+                    data = {**data, **dict.fromkeys(given, 1)}
+        m = handler(data)
+        if given:
+            m._block_given = given
         return m
 
     @model_validator(mode="before")

@@ -714,3 +714,70 @@ def test_a_block_drafters_draft_steps_are_reset_to_one_and_said(tmp_path, capsys
                                   f"speculative_algorithm: {algo}, speculative_num_draft_tokens: 6, "
                                   "speculative_num_steps: 1"))
     assert "speculative_num_steps" not in {r.key for r in one._resolved_defaults}
+
+
+def test_a_roles_block_drafter_steps_and_topk_are_reset_and_said_naming_the_role(tmp_path):
+    """Each disaggregated role is its own SGLang server, whose speculative hook overrides a
+    block drafter's speculative_num_steps and speculative_eagle_topk other than 1 to 1 with a
+    warning (arg_groups/speculative_hook.py _handle_dspark/_handle_dflash). Given in a role's
+    overrides they were kept silently; the server section's same values were said."""
+    pd = ("speculative_algorithm: dspark, speculative_num_draft_tokens: 4, disaggregation: {prefill: {instances: 1, "
+          "server: {speculative_num_steps: 3}}, decode: {instances: 1, server: {speculative_eagle_topk: 4, "
+          "speculative_num_steps: 1}}}")
+    sc = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1, pd))
+    said = {r.key: r for r in sc._resolved_defaults if "speculative_" in r.key and "draft_tokens" not in r.key}
+    assert set(said) == {"disaggregation.prefill.server.speculative_num_steps",
+                         "disaggregation.decode.server.speculative_eagle_topk"}, said
+    assert all(r.value == 1 for r in said.values())
+    pre = said["disaggregation.prefill.server.speculative_num_steps"].why
+    assert "speculative_num_steps=3" in pre and "the prefill server" in pre and "_handle_dspark" in pre
+    assert "speculative_eagle_topk=4" in said["disaggregation.decode.server.speculative_eagle_topk"].why
+    assert sc.server.role_server("prefill").speculative_num_steps == 1
+    assert sc.server.role_server("decode").speculative_eagle_topk == 1
+    # a role that turns a block drafter on over a server without one; a chain role keeps its own
+    on = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1,
+                                 "disaggregation: {prefill: {instances: 1}, decode: {instances: 1, server: "
+                                 "{speculative_algorithm: dflash, speculative_eagle_topk: 2}}}"))
+    (r,) = [r for r in on._resolved_defaults if r.key.endswith("speculative_eagle_topk")]
+    assert r.key == "disaggregation.decode.server.speculative_eagle_topk" and "for dflash on the decode server" in r.why
+    chain = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1,
+                                    "speculative_algorithm: eagle, disaggregation: {prefill: {instances: 1}, decode: "
+                                    "{instances: 1, server: {speculative_num_steps: 2, speculative_eagle_topk: 1, "
+                                    "speculative_num_draft_tokens: 3}}}"))
+    assert not [r for r in chain._resolved_defaults if r.key.startswith("disaggregation.")
+                and r.key.endswith(("_num_steps", "_eagle_topk"))]
+    assert chain.server.role_server("decode").speculative_num_steps == 2
+
+
+@pytest.mark.parametrize("algo", ["dspark", "dflash"])
+@pytest.mark.parametrize("key, value", [("speculative_num_steps", 0), ("speculative_num_steps", -2),
+                                        ("speculative_eagle_topk", 0), ("speculative_eagle_topk", -1),
+                                        ("speculative_eagle_topk", 100)])
+def test_a_block_drafters_zero_or_negative_steps_are_reset_and_said_as_sglang_does(tmp_path, algo, key, value):
+    """SGLang 0.5.23's _handle_dspark/_handle_dflash (arg_groups/speculative_hook.py) override
+    any speculative_num_steps / speculative_eagle_topk with int(value) != 1 to 1 with a
+    warning, 0 and negatives included; the field's >= 1 (topk <= 64) refused them. Reset and
+    said, on the server section and on a disaggregated role."""
+    sc = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1,
+                                 f"speculative_algorithm: {algo}, speculative_num_draft_tokens: 4, {key}: {value}"))
+    assert getattr(sc.server, key) == 1
+    (r,) = [r for r in sc._resolved_defaults if r.key == key]
+    assert r.value == 1 and f"{key}={value} to 1 for {algo}" in r.why
+    pd = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1,
+                                 f"speculative_algorithm: {algo}, speculative_num_draft_tokens: 4, disaggregation: "
+                                 f"{{prefill: {{instances: 1}}, decode: {{instances: 1, server: {{{key}: {value}}}}}}}"))
+    (r,) = [r for r in pd._resolved_defaults if r.key.endswith(key)]
+    assert r.key == f"disaggregation.decode.server.{key}" and f"{key}={value} to 1 for {algo} on the decode" in r.why
+    assert getattr(pd.server.role_server("decode"), key) == 1
+
+
+@pytest.mark.parametrize("key, value", [("speculative_num_steps", 0), ("speculative_num_steps", -1),
+                                        ("speculative_eagle_topk", 0)])
+def test_a_chain_drafters_zero_or_negative_steps_are_still_refused(tmp_path, key, value):
+    """A chain drafter's steps and topk keep the field's range: SGLang's EAGLE-family hook
+    resets no such value (its MTP draft path refuses steps < 1: _handle_iquest_q1_mtp_draft)."""
+    from specsched.sim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=key):
+        load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1,
+                                f"speculative_algorithm: eagle, speculative_num_draft_tokens: 4, {key}: {value}"))
