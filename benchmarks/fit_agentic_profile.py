@@ -257,9 +257,11 @@ def apply(profile: Profile, theta: np.ndarray | None = None, schedule: float | N
     if theta is not None:
         ext, v1, v8 = (float(t) for t in theta)
         p = with_value(p, "gpu.extend", {"x": [1, EXTEND_TOKENS], "context_len": [0.0],
-                                  "seconds": [[ext], [ext * EXTEND_TOKENS]]})
+                                  "seconds": [[ext], [ext * EXTEND_TOKENS]],
+                                  "context_span": profile.gpu.extend.context_span})
         p = with_value(p, "gpu.draft_inject_per_token_s", ext * INJECT_SHARE / (1 - INJECT_SHARE))
-        p = with_value(p, "gpu.verify", {"x": list(VERIFY_BS), "context_len": [0.0], "seconds": [[v1], [v8]]})
+        p = with_value(p, "gpu.verify", {"x": list(VERIFY_BS), "context_len": [0.0], "seconds": [[v1], [v8]],
+                                  "context_span": profile.gpu.verify.context_span})
     if schedule is not None:
         p = with_value(p, "host.schedule_s", float(schedule))
     return p

@@ -97,8 +97,11 @@ def apply(profile: Profile, cf: dict[str, Any], extend_16k: float, verify_256: f
     g = p.gpu.verify
     xs = [1, 8, 32, 64, 256]
     secs = [[cf["verify"][b]] for b in xs[:-1]] + [[verify_256]]
-    p = with_value(p, "gpu.verify", {"x": xs, "context_len": g.context_len, "seconds": secs})
-    p = with_value(p, "gpu.extend", extend_grid(extend_16k, cf["verify"][1], profile, p.gpu.extend.context_len))
+    # each grid keeps its context columns and the contexts they were measured over
+    p = with_value(p, "gpu.verify", {"x": xs, "context_len": g.context_len, "seconds": secs,
+                                     "context_span": g.context_span})
+    p = with_value(p, "gpu.extend", {**extend_grid(extend_16k, cf["verify"][1], profile, p.gpu.extend.context_len),
+                                     "context_span": p.gpu.extend.context_span})
     inject_share = profile.gpu.draft_inject_per_token_s / (profile.gpu.extend.seconds[-1][0] / 16384 + profile.gpu.draft_inject_per_token_s)
     per_tok = extend_16k / 16384
     p = with_value(p, "gpu.draft_inject_per_token_s", per_tok * inject_share / (1 - inject_share))
@@ -106,7 +109,8 @@ def apply(profile: Profile, cf: dict[str, Any], extend_16k: float, verify_256: f
     if d is not None and w0 is not None:
         share = d.seconds[0][0] / v.seconds[0][0]
         p = with_value(p, "gpu.draft_step", {"x": [b * w0 for b in xs], "context_len": d.context_len,
-                                             "seconds": [[share * r[0]] for r in secs]})
+                                             "seconds": [[share * r[0]] for r in secs],
+                                             "context_span": d.context_span})
     return p
 
 

@@ -293,3 +293,61 @@ def test_a_verify_batch_read_for_a_longer_window_says_what_it_counts(tmp_path, c
     err = [e for e in capsys.readouterr().err.splitlines() if "verify batch" in e]
     assert len(err) == 1 and err[0].endswith("(256 requests at window 8, read as batch 256 x 8/6 on a grid timed "
                                              "at window 6)"), err
+
+
+# A grid of one context column that says the contexts its measurements spanned
+# (Grid.context_span): priced flat at every context, and a query past the span is said
+def _span_grid(**kw):
+    from specsched.sim.profile import Grid
+
+    return Grid.model_validate({"x": [1, 8], "context_len": [0.0], "seconds": [[1e-3], [2e-3]], **kw})
+
+
+@given(st.floats(0, 1e6), st.sampled_from([1, 3, 8, 20]))
+@settings(max_examples=60, deadline=None)
+def test_a_one_column_grid_is_flat_in_context_and_says_only_past_its_span(ctx, bs):
+    g = _span_grid(context_span=[3890.0, 7170.0])
+    interp, plain = g.interpolator("gpu.verify"), _span_grid().interpolator("gpu.verify")
+    assert interp(bs, ctx) == plain(bs, ctx) == interp(bs, 0.0)
+    past = round(ctx, -1) > 7170.0
+    assert ("context_len" in interp.above) == past
+    assert "context_len" not in plain.above   # no span: nothing claimed, nothing said
+
+
+def test_the_span_warning_says_the_column_was_read_flat():
+    line = GridExit("p", "gpu.verify", "context_len", 32750.0, 3890.0, 7170.0, flat=True).line()
+    assert "32750" in line and "3890-7170" in line and "priced at that column" in line
+    assert "extrapolated" not in line
+
+
+def test_context_span_is_refused_on_a_grid_of_several_columns_and_when_reversed():
+    import pytest
+    from pydantic import ValidationError
+    from specsched.sim.profile import Grid
+
+    with pytest.raises(ValidationError, match="one context column"):
+        Grid.model_validate({"x": [1], "context_len": [0.0, 10.0], "seconds": [[1e-3, 2e-3]],
+                             "context_span": [0.0, 10.0]})
+    with pytest.raises(ValidationError, match="lo <= hi"):
+        _span_grid(context_span=[10.0, 5.0])
+
+
+def test_the_mi355x_cells_stay_in_their_span_and_a_32k_prompt_leaves_it(tmp_path, capsys):
+    from tests.conftest import ROOT
+
+    doc = yaml.safe_load((ROOT / "scenarios" / "batch8-ll.yaml").read_text())
+    doc["profile"] = str(ROOT / "profiles" / "mi355x-dsv41-flash-tp4.yaml")
+    doc["workload"]["num_requests"] = 8
+    doc["workload"]["output_len"] = {"kind": "fixed", "value": 64}
+    doc["arms"] = {"base": {}}
+    doc.pop("reference", None)
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    assert main(["run", str(p), "--out", str(tmp_path / "a")]) == 0
+    assert "warning" not in capsys.readouterr().err
+    doc["workload"]["input_len"] = {"kind": "fixed", "value": 32768}
+    p.write_text(yaml.safe_dump(doc))
+    assert main(["run", str(p), "--out", str(tmp_path / "b")]) == 0
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("warning")]
+    assert any("verify context" in x and "3890-7170" in x for x in lines), lines
+    assert any("extend context" in x and "1940-2050" in x for x in lines), lines
