@@ -219,6 +219,9 @@ class BenchDetails:
             request's finish, E2E and TPOT are unknown.
         streamed: False for a run with ``--disable-stream`` (:func:`not_streamed`): each
             ``ttfts`` entry is then the request's whole latency, not a first token.
+        tokenless_ok: a row with no error text, TTFT 0.0 and output length 0 is a success
+            (a prefill-only request, ``max_new_tokens`` 0), not a failure without a reason
+            phrase; set by :func:`settle_tokenless` from the line's ``completed``.
     """
 
     input_lens: np.ndarray
@@ -230,6 +233,7 @@ class BenchDetails:
     latency_s: np.ndarray | None = None
     has_itls: bool = True
     streamed: bool = True
+    tokenless_ok: bool = False
 
     @property
     def ok(self) -> np.ndarray:
@@ -247,8 +251,13 @@ class BenchDetails:
         ``output_len`` at the request's and update it only on a chunk with text, and set
         ``success`` at the stream's end; ``calculate_metrics`` counts it in ``completed``, its
         0.0 in the TTFT statistics and its asked length in the output totals (it was read as
-        failed, against the line's own ``completed``)."""
-        return np.array([not e for e in self.errors], dtype=bool) & ((self.ttfts > 0) | (self.output_lens > 0))
+        failed, against the line's own ``completed``). A row with neither (no error text, TTFT
+        0.0, output length 0) is a success where :attr:`tokenless_ok` says so (a prefill-only
+        request, :func:`settle_tokenless`), else a failure."""
+        no_error = np.array([not e for e in self.errors], dtype=bool)
+        if self.tokenless_ok:
+            return no_error
+        return no_error & ((self.ttfts > 0) | (self.output_lens > 0))
 
 
 @dataclass
@@ -683,6 +692,7 @@ def parse_run(obj: Any, where: str) -> BenchRun:
     notes: list[str] = []
     details = _details(obj, where, notes)
     if details is not None:
+        settle_tokenless(details, summary)
         _check_detail_units(details, summary, where)
         notes += [f"{where}: {x}" for x in _count_mismatch(details, summary)]
     impossible = _impossible(summary, args, details)
@@ -719,13 +729,40 @@ def parse_run(obj: Any, where: str) -> BenchRun:
     return BenchRun(where, args, summary, extra, details, chunk_itl_client, tuple(unmeasured), notes)
 
 
+def settle_tokenless(details: BenchDetails, summary: Mapping[str, float]) -> None:
+    """Set ``details.tokenless_ok``: whether the line's rows with no error text, TTFT 0.0 and
+    output length 0 are successes, by the line's own ``completed``.
+
+    bench_serving's ``completed`` counts its client's ``success`` flags, whatever the output
+    length (SGLang 0.5.23 benchmark/serving.py ``calculate_metrics``: ``if
+    outputs[i].success: ... completed += 1``). A request sent with ``max_new_tokens`` 0
+    (served prefill only) ends its stream with HTTP 200 and no text: ``success`` True,
+    ``ttft`` 0.0, ``output_len`` 0, error "" (``async_request_sglang_generate``). In 0.5.23
+    every failure writes an error text (``(response.reason or "") + ": " + body``, or the
+    traceback), so such a row is a success; the 0.3.0 to 0.4.6.post5 clients wrote
+    ``response.reason or ""``, and a reply other than 200 without a reason phrase left the
+    same row (TTFT 0.0, output 0, no error text) for a failure. The file holds no
+    ``success`` flag; its ``completed`` settles it: the rows are successes where counting
+    them (with every row that has a first token or an output length and no error text) gives
+    ``completed``, else failures (a line with no ``completed``, or one that both readings
+    miss, which :func:`_count_mismatch` then says).
+
+    Args:
+        details: the line's per-request lists; ``tokenless_ok`` is set in place.
+        summary: the line's figures (``completed``, requests).
+    """
+    done = summary.get("completed")
+    details.tokenless_ok = done is not None and sum(not e for e in details.errors) == done
+
+
 def _count_mismatch(details: BenchDetails, summary: Mapping[str, float]) -> list[str]:
     """One phrase when the per-request lists count other successes than the line's
     ``completed``. bench_serving counts a request by its client's ``success`` flag (SGLang
     0.5.23 benchmark/serving.py ``calculate_metrics``: ``completed += 1`` for each success;
     vLLM's the same), which the file does not hold: the reader counts a row successful by what
-    it holds (:attr:`BenchDetails.ok`). A success the row cannot show (a prefill-only request:
-    no token, output length 0, no error) or a failure it cannot (an older client's error text
+    it holds (:attr:`BenchDetails.ok`, :func:`settle_tokenless`). A success the row cannot show
+    (a stream with no token, output length 0 and no error among rows that fail alike, the
+    line's ``completed`` then matching neither reading) or a failure it cannot (an older client's error text
     "" with tokens already listed) makes them differ, as does a line edited or joined from
     parts; the rows are read as they say (the requests table, the input totals), the
     summary's figures as written."""

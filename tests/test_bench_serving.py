@@ -550,3 +550,19 @@ def test_lists_that_count_other_successes_than_completed_are_said(tmp_path, caps
     assert len(err) == 1 and err[0].startswith(f"warning: {tmp_path / 'runs.jsonl'}:1: completed 3, ") and " 2 " in err[0], err
     read_bench_one(_jsonl(tmp_path, SGLANG_0523))
     assert capsys.readouterr().err == ""
+
+
+def test_a_prefill_only_request_is_a_success_as_the_line_counts_it(tmp_path, capsys):
+    """A request sent with ``max_new_tokens`` 0 (served prefill only) comes back from SGLang
+    0.5.23's client (benchmark/serving.py ``async_request_sglang_generate``) with HTTP 200, no
+    text, ``ttft`` 0.0, ``output_len`` 0 and ``success`` True; ``calculate_metrics`` counts it
+    in ``completed`` (its only test is ``success``; the output length does not enter it). It
+    was read as failed, and the line warned that its lists count other successes than its
+    own ``completed``."""
+    line = dict(SGLANG_0523, output_lens=[150, 100, 0], ttfts=[0.04, 0.038, 0.0], itls=[[0.01] * 149, [0.009] * 99, []],
+                total_output_tokens=250, output_throughput=250 / 30.5, total_output_tokens_retokenized=250)
+    run = read_bench_one(_jsonl(tmp_path, line))
+    assert capsys.readouterr().err == ""
+    assert run.details.ok.tolist() == [True, True, True] and int(run.details.ok.sum()) == run.summary["completed"]
+    data = to_run_data(run)
+    assert data.summary["failed"] == 0 and sorted(data.requests["output_len"].tolist()) == [0, 100, 150]
