@@ -349,9 +349,11 @@ class ServerArgs(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _draft_steps_only_on_chains(cls, data: Any) -> Any:
-        """``speculative_num_steps`` given without a speculative algorithm is dropped: sglang
-        0.5.23 ignores it there (arg_groups/speculative_hook.py ``handle_speculative_decoding``
-        dispatches per algorithm only, and nothing else reads it). With a block drafter it is
+        """``speculative_num_steps`` given without a speculative algorithm is dropped, whatever
+        integer it is (0 and negatives too): sglang 0.5.23 ignores it there (the field is an
+        unchecked ``Optional[int]``, arg_groups/fields/spec.py; arg_groups/speculative_hook.py
+        ``handle_speculative_decoding`` dispatches per algorithm only, and nothing else reads
+        it), so this field's range (>= 1, a chain's) applies only with one. With a block drafter it is
         kept as given, as ``speculative_eagle_topk`` is: SGLang overrides a value other than 1
         to 1 with a logged warning (``_handle_dspark``, ``_handle_dflash``: "only supports
         speculative_num_steps == 1"), which :func:`sim.defaults.block_drafter_resets` applies
@@ -359,7 +361,7 @@ class ServerArgs(BaseModel):
         forward is :attr:`num_draft_forwards`), so the chain's step limits do not apply to it
         (:meth:`_spec_window`)."""
         steps = data.get("speculative_num_steps") if isinstance(data, dict) else None
-        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        if not isinstance(steps, int) or isinstance(steps, bool):
             return data   # absent, or a value the field's own validator names
         try:
             algo = SpecAlgorithm(str(data.get("speculative_algorithm", "none")).lower())

@@ -781,3 +781,18 @@ def test_a_chain_drafters_zero_or_negative_steps_are_still_refused(tmp_path, key
     with pytest.raises(ConfigError, match=key):
         load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1,
                                 f"speculative_algorithm: eagle, speculative_num_draft_tokens: 4, {key}: {value}"))
+
+
+@pytest.mark.parametrize("value", [0, -2, 3])
+def test_draft_steps_without_an_algorithm_are_ignored_whatever_their_value(tmp_path, value):
+    """Without a speculative algorithm SGLang 0.5.23 reads no speculative_num_steps: the field
+    is an unchecked Optional[int] (arg_groups/fields/spec.py) and only the per-algorithm
+    handlers of arg_groups/speculative_hook.py ``handle_speculative_decoding`` (run when
+    ``speculative_algorithm`` is set) look at it. Values >= 1 were dropped, 0 and negatives
+    refused; each is dropped, on the server section and on a disaggregated role."""
+    base = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1))
+    sc = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1, f"speculative_num_steps: {value}"))
+    assert sc.server.speculative_num_steps is None and sc.server.model_dump() == base.server.model_dump()
+    pd = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1, "disaggregation: {prefill: {instances: 1}, "
+                                 f"decode: {{instances: 1, server: {{speculative_num_steps: {value}}}}}}}"))
+    assert pd.server.role_server("decode").speculative_num_steps is None
