@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from specsched.runtime.device import Device, default_bs_buckets
 from specsched.runtime.environment import check_serializing, environment, model_sdpa_probe
+from specsched.runtime.memory import Allocation, allocating, is_device_oom
 from specsched.runtime.model import PRESETS, LlamaProxy, ModelRunner, draft_preset
 from specsched.runtime.sync_checker import SyncChecker, cuda_sync_debug
 from specsched.sim.atomic import atomic_write_text
@@ -51,7 +52,9 @@ class Doctor:
         self.window = 6
         cfg, dcfg = PRESETS[preset], PRESETS[draft_preset(preset)]
         self.cfg = cfg
-        with self.dev.use("forward"):
+        with self.dev.use("forward"), allocating(self.allocation(
+                f"the proxy models of preset {preset} (target and drafter) and their KV pool of 16 request rows "
+                "of 1088 positions")):
             t = LlamaProxy(cfg, seed=0, device=self.dev.torch_device, dtype=self.dev.dtype)
             d = LlamaProxy(dcfg, seed=1, device=self.dev.torch_device, dtype=self.dev.dtype)
             self.runner = ModelRunner(t, self.dev, max_reqs=16, max_context=1024 + 64, drafter=d,
@@ -62,6 +65,12 @@ class Doctor:
             rt = self.dev.h2d(self.rows_)
             self.runner.pool.seq_lens.index_fill_(0, rt, 512)
             self.runner.observe_lengths(self.rows_, [512] * 8)
+
+    def allocation(self, what: str) -> Allocation:
+        """What a block of the checks allocates (:class:`runtime.memory.allocating`): the
+        checks' shapes are fixed (8 requests, contexts up to 1024), so a device out of memory is
+        said with ``--preset`` to lower (:func:`cmd_doctor`)."""
+        return Allocation(what, "--preset", self.preset, ("a smaller --preset",), self.dev.torch_device)
 
     def add(self, check: str, figure: str, meaning: str) -> None:
         self.rows.append((check, figure, meaning))
@@ -97,6 +106,8 @@ class Doctor:
                 with SyncChecker(raise_on_sync=True):
                     self.runner.capture("spec", 8, 1024, forced=True)
         except Exception as e:  # a syncing op in the captured step, or a capture failure
+            if is_device_oom(e):
+                raise   # not the step's syncing: the device is full (cmd_doctor says it)
             ok, why = False, f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
         self.add("graph capture under sync checker", "ok" if ok else f"FAILED ({why})",
                  "a step that syncs the host cannot be replayed as a graph; fix before profiling")
@@ -214,8 +225,14 @@ class Doctor:
             # seconds each on a CPU, minutes in all with the 1b proxy: say which one runs (stderr)
             print(f"doctor: check {i}/{len(checks)} {check.__name__}", file=sys.stderr, flush=True)
             try:
-                check()
+                with allocating(self.allocation(f"check {i}/{len(checks)} {check.__name__} (the proxy's steps and "
+                                                "graphs of 8 requests, contexts up to 1024)")):
+                    check()
             except Exception as e:  # one failing check must not hide the others
+                if is_device_oom(e):
+                    # the device is full: the later checks would fail on it too, each read as
+                    # the machine's fault; one line at the command boundary instead (cmd_doctor)
+                    raise
                 self.add(check.__name__, f"FAILED: {type(e).__name__}: {str(e).splitlines()[0][:160]}", "")
         return self.rows
 
@@ -243,7 +260,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         from specsched.sim.atomic import refuse_file_out
 
         refuse_file_out(args.out, "the table", "doctor.md")
-    rows = Doctor(args.device, preset, args.backend, args.repeats, args.allow_serializing).run()
+    from specsched.runtime.cli_commands import device_memory_refused
+
+    with device_memory_refused("<command line>"):   # out of device memory: one line, exit 2, no --out
+        rows = Doctor(args.device, preset, args.backend, args.repeats, args.allow_serializing).run()
     text = format_rows(rows)
     print(text)
     print(f"doctor: {len(rows)} checks in {time.perf_counter() - t0:.1f} s")

@@ -226,7 +226,8 @@ def device_oom_error(exc: BaseException, source: str, total: int | None = None) 
     """The one line for a device that ran out of memory mid-run (``exc``, marked by
     :class:`allocating`): the scenario file ``source``, what was being allocated, the size
     torch asked for (where its message says), the device's total memory (``total``, default
-    :func:`device_total`) and the server keys to lower, its allocation's own first."""
+    :func:`device_total`) and the keys to lower, its allocation's own first; where an entry of
+    its ``lower`` names the key ("a smaller --preset"), those entries to use instead."""
     a: Allocation = getattr(exc, "allocation", None) or Allocation(
         "memory for the run", "server.max_total_num_tokens", "?", LOWER_KEYS)
     if total is None:
@@ -234,8 +235,10 @@ def device_oom_error(exc: BaseException, source: str, total: int | None = None) 
     asked = re.search(r"Tried to allocate ([\d.]+ [KMGT]?i?B)", str(exc))
     dev = str(a.torch_device) if a.torch_device is not None else "the device"
     size = f"{total / GIB:.1f} GiB in all" if total else "its total memory unknown"
-    lower = [a.key] + [k for k in a.lower if k != a.key]
+    others = [k for k in a.lower if k != a.key]
+    named = any(a.key in k for k in others)   # "a smaller --preset": a choice, not a figure to lower
+    lower = others if named else [a.key] + others
     keys = f"{', '.join(lower[:-1])} or {lower[-1]}" if len(lower) > 1 else lower[0]
     more = f" (torch asked for {asked.group(1)} more)" if asked else ""
-    return ConfigError(source, a.key, a.value,
-                       f"the device ({dev}, {size}) ran out of memory allocating {a.what}{more}: lower {keys}")
+    return ConfigError(source, a.key, a.value, f"the device ({dev}, {size}) ran out of memory allocating "
+                       f"{a.what}{more}: {'use' if named else 'lower'} {keys}")

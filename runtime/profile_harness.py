@@ -17,12 +17,27 @@ import torch
 from specsched.runtime.device import Device, default_bs_buckets
 from specsched.runtime.host_reference import LaunchReferenceWork, SpeedSampler
 from specsched.runtime.kv_cache import round_up
+from specsched.runtime.memory import Allocation, allocating
 from specsched.runtime.microbench import time_calls
 from specsched.runtime.model import CTX_ALIGN, PRESETS, LlamaProxy, ModelRunner, draft_preset
 from specsched.runtime.prefill_graph import prefill_token_buckets
 from specsched.runtime.profile_fit import grid_widths
 from tqdm.auto import tqdm
 
+PROFILE_LOWER_FLAGS = ("--max-bs", "--contexts", "--extend-tokens")
+"""The ``specsched profile`` flags a device out of memory is told to lower (the sizing flag of
+what was being allocated first): the grids' batch sizes and contexts (the KV pool holds
+``--max-bs`` rows of the largest grid context, and a decode/verify graph is captured at every
+grid batch size and context bucket) and the extend grid's token counts. ``--graph-max-bs``
+shrinks nothing (grid points above it are graph-replayed too; it picks the eager phase's
+sizes); on CUDA ``--graph-max-bs-prefill`` is added, whose token buckets the extend grid
+times and captures."""
+PHASE_WORDS = {
+    "grid": "the verify/decode grid's steps", "tile": "the attention-tile probe's steps",
+    "eager": "the eager steps", "cross_queue": "the cross-queue steps", "padding": "the padding probe's steps",
+    "launch": "the launch and stall loops' steps", "sync": "the sync probe's steps", "host": "the host phase's steps",
+}
+"""What each decode/verify phase of the profile allocates, as the out-of-memory line names it."""
 STALL_STEPS = 40
 """Verify launches per timed loop of the stall phase (lengths grow by up to W each)."""
 WARMUP = 3
@@ -307,6 +322,7 @@ class Harness:
         self.graph_max_bs = cuda_graph_max_bs
         self.contexts = sorted({int(c) for c in contexts})
         self.ext_x = sorted({int(t) for t in extend_tokens})
+        self.extend_tokens_given = list(self.ext_x)   # the flag's value (buckets are added below)
         self.bs = sorted({int(b) for b in batch_sizes}) if batch_sizes else grid_batch_sizes(max_bs)
         if self.bs[0] < 1:
             raise ValueError(f"batch sizes must be >= 1, got {self.bs}")
@@ -370,13 +386,22 @@ class Harness:
         slots = max(ext_need, grid_need, launch_need) + 1  # each phase frees its rows
         ctx_buckets = sorted({*widths, self.launch_bucket, *self.tile_widths})
         self._progress("build models")
+        max_reqs = max(2 * self.max_bs, ext_rows)
+        # the pool is sized by the largest of the phases' needs: named by the flag that sizes it
+        by_extend = ext_need > max(grid_need, launch_need)
+        pool = self._allocation(f"the KV pool of {slots - 1} tokens (and its {max_reqs} request rows of {max_ctx} "
+                                f"positions) for the {'extend' if by_extend else 'verify/decode'} grid's largest cell",
+                                "--extend-tokens" if by_extend else "--max-bs",
+                                self.extend_tokens_given if by_extend else self.max_bs)
         with dev.use("forward"):
-            target = LlamaProxy(self.cfg, seed=seed, device=dev.torch_device, dtype=dev.dtype)
-            drafter = LlamaProxy(self.dcfg, seed=seed + 1, device=dev.torch_device, dtype=dev.dtype)
-            self.runner = ModelRunner(target, dev, max_reqs=max(2 * self.max_bs, ext_rows), max_context=max_ctx,
-                                      num_slots=slots, drafter=drafter, spec_window=spec_window,
-                                      bs_buckets=default_bs_buckets(self.max_bs), ctx_buckets=ctx_buckets,
-                                      prefill_graph_tokens=self.prefill_buckets)
+            with allocating(self._allocation(f"the weights of preset {preset} and its drafter", "--preset", preset)):
+                target = LlamaProxy(self.cfg, seed=seed, device=dev.torch_device, dtype=dev.dtype)
+                drafter = LlamaProxy(self.dcfg, seed=seed + 1, device=dev.torch_device, dtype=dev.dtype)
+            with allocating(pool):
+                self.runner = ModelRunner(target, dev, max_reqs=max_reqs, max_context=max_ctx,
+                                          num_slots=slots, drafter=drafter, spec_window=spec_window,
+                                          bs_buckets=default_bs_buckets(self.max_bs), ctx_buckets=ctx_buckets,
+                                          prefill_graph_tokens=self.prefill_buckets)
         self.kv_bytes = self.runner.kv.nbytes + (self.runner.draft_kv.nbytes if self.runner.draft_kv else 0)
         self.gen = torch.Generator().manual_seed(seed)
 
@@ -401,6 +426,38 @@ class Harness:
         }
 
     # ------------------------------------------------------------------ plumbing
+    def _allocation(self, what: str, flag: str, value: object) -> Allocation:
+        """What a block of the profile allocates (:class:`runtime.memory.allocating`), sized by
+        ``flag`` = ``value``: a device out-of-memory error raised in it is said at the command
+        boundary (runtime/profiler.py ``cmd_profile``) with these words and the flags to lower
+        (:data:`PROFILE_LOWER_FLAGS`; for the weights, a smaller ``--preset``)."""
+        if flag == "--preset":
+            lower: tuple[str, ...] = ("a smaller --preset",)
+        else:
+            lower = PROFILE_LOWER_FLAGS + (("--graph-max-bs-prefill",) if self.prefill_buckets else ())
+        return Allocation(what, flag, value, lower, self.dev.torch_device)
+
+    def phase_allocation(self, name: str) -> Allocation:
+        """What phase ``name`` allocates (:meth:`_allocation`): the extend phase, extends up to
+        the extend grid's largest token count (and on CUDA its piecewise prefill graphs), sized by
+        ``--extend-tokens``; every other phase, decode steps and speculative cycles (and their
+        graphs) at its own largest batch and context, sized by ``--max-bs`` (and
+        ``--contexts``)."""
+        if name == "extend":
+            graphs = (f"; piecewise prefill graphs up to {self.prefill_buckets[-1]} tokens"
+                      if self.prefill_buckets else "")
+            return self._allocation(f"the extend grid's forwards (up to {self.ext_x[-1]} tokens at cached prefixes "
+                                    f"up to {self.ext_prefixes[-1]}{graphs})", "--extend-tokens",
+                                    self.extend_tokens_given)
+        words = PHASE_WORDS.get(name, f"the {name} phase's steps")
+        graphs = " and their graphs" if self.dev.is_gpu else ""
+        # the phase's own largest batch and context (runtime/profile_gpu.py, profile_host.py)
+        batch = {"tile": self.tile_bs, "eager": self.eager_bs[-1], "cross_queue": self.cq_bs[-1],
+                 "launch": self.launch_bs[-1], "host": self.host_bs[-1]}.get(name, self.max_bs)
+        ctx = {"tile": self.tile_widths[-1], "launch": self.launch_bucket}.get(name, self.contexts[-1] + self.W)
+        return self._allocation(f"{words}{graphs} (batches up to {batch}, contexts up to {ctx} positions)",
+                                "--max-bs", self.max_bs)
+
     def _progress(self, label: str) -> None:
         self.bar.set_postfix_str(label, refresh=True)
 

@@ -28,6 +28,7 @@ import statistics
 import time
 
 from specsched.runtime.host_reference import SLOW_RATIO, fast_level
+from specsched.runtime.memory import allocating
 from specsched.runtime.profile_harness import Harness, _Budget
 
 RELEVEL_PHASES = ("launch", "sync", "host", "extend")
@@ -52,7 +53,8 @@ class LevelPhases(Harness):
         ticks0 = self.budget.left
         t0 = time.perf_counter()
         self._phase(name)
-        getattr(self, f"{name}_phase")()
+        with allocating(self.phase_allocation(name)):   # a device out of memory names the phase
+            getattr(self, f"{name}_phase")()
         self.phase_time = getattr(self, "phase_time", {})
         self.phase_ticks = getattr(self, "phase_ticks", {})
         self.phase_time[name] = time.perf_counter() - t0

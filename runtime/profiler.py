@@ -461,14 +461,20 @@ def cmd_profile(args: argparse.Namespace) -> int:
         raise ConfigError("<command line>", "--preset", args.preset,
                           f"allowed: {', '.join(k for k in PRESETS if not k.endswith('-draft'))}")
     t0 = time.perf_counter()
+    from specsched.runtime.cli_commands import device_memory_refused
+
     try:
-        d = profile_device(device=args.device, preset=args.preset, spec_window=args.window, max_bs=max_bs,
-                           contexts=contexts, extend_tokens=ext, cuda_graph_max_bs=args.graph_max_bs,
-                           repeats=args.repeats, progress=not args.no_progress, budget_s=args.budget,
-                           prompt_len=args.prompt_len, extend_prefixes=args.extend_prefixes, backend=args.backend,
-                           allow_serializing=args.allow_serializing,
-                           cuda_graph_max_bs_prefill=0 if args.disable_prefill_cuda_graph else args.graph_max_bs_prefill,
-                           relevel_s=args.relevel_budget, extend_lead_s=args.extend_lead_ms / 1e3)
+        # the device out of memory: one line naming the phase and the flags to lower (exit 2);
+        # nothing is written before the profile is whole
+        with device_memory_refused("<command line>"):
+            d = profile_device(device=args.device, preset=args.preset, spec_window=args.window, max_bs=max_bs,
+                               contexts=contexts, extend_tokens=ext, cuda_graph_max_bs=args.graph_max_bs,
+                               repeats=args.repeats, progress=not args.no_progress, budget_s=args.budget,
+                               prompt_len=args.prompt_len, extend_prefixes=args.extend_prefixes,
+                               backend=args.backend, allow_serializing=args.allow_serializing,
+                               cuda_graph_max_bs_prefill=(0 if args.disable_prefill_cuda_graph
+                                                          else args.graph_max_bs_prefill),
+                               relevel_s=args.relevel_budget, extend_lead_s=args.extend_lead_ms / 1e3)
     except KeyboardInterrupt:
         from specsched.runtime.cli_commands import nothing_written
 

@@ -165,3 +165,70 @@ def test_graphs_are_captured_largest_first_into_the_shared_pool(monkeypatch):
     pw.capture_prefill()
     per_model = captured[:len(BUCKETS)]
     assert len(BUCKETS) > 1 and per_model == sorted(BUCKETS, reverse=True), captured
+
+
+PROFILE_ARGS = ["profile", "--device", "cpu", "--preset", "tiny", "--window", "3", "--max-bs", "2", "--contexts", "64",
+                "--extend-tokens", "16", "--graph-max-bs", "2", "--repeats", "1", "--no-progress"]
+
+
+@pytest.mark.parametrize("where, flag, value, what", [
+    ("build", "--max-bs", "2", "the KV pool of "),
+    ("extend", "--extend-tokens", "[16]", "the extend grid's forwards"),
+    ("grid", "--max-bs", "2", "the verify/decode grid's steps"),
+])
+def test_profile_out_of_memory_is_one_line_naming_the_allocation_and_its_flags(tmp_path, capsys, monkeypatch, where,
+                                                                               flag, value, what):
+    """`specsched profile` with grids too large for the device (batches, contexts or extend
+    tokens) ended in torch.OutOfMemoryError's traceback from inside a phase. Now one line
+    as measure and validate give: what was being allocated, the flag that sizes it with its
+    value, the device's memory in all, the profile's flags that shrink it (not
+    --graph-max-bs: the grid captures graphs at every batch size up to --max-bs, above it
+    too); exit 2, --out not written."""
+    from specsched.runtime.profile_gpu import GpuPhases
+
+    oom = torch.OutOfMemoryError(OOM)
+    if where == "build":
+        monkeypatch.setattr(KVBuffers, "__init__", _raise(oom))
+    else:
+        monkeypatch.setattr(GpuPhases, f"{where}_phase", _raise(oom))
+    out = tmp_path / "p.yaml"
+    assert main([*PROFILE_ARGS, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    line = err[0]
+    assert line.startswith(f"specsched: error: <command line>: {flag} = {value}: the device (cpu, "), line
+    assert " GiB in all) ran out of memory allocating " in line and what in line, line
+    assert "torch asked for 2.00 GiB more" in line, line
+    lower = line.split(": lower ", 1)[1]
+    assert lower.startswith(flag) and all(f in lower for f in ("--max-bs", "--contexts", "--extend-tokens")), line
+    assert "--graph-max-bs" not in lower, line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("where, what", [
+    ("build", "the proxy models of preset tiny"),
+    ("capture", "check 2/7 capture"),
+    ("step", "check 5/7 host_block_vs_queued"),
+])
+def test_doctor_out_of_memory_is_one_line_naming_the_allocation(tmp_path, capsys, monkeypatch, where, what):
+    """`specsched doctor` on a device too small for its proxy ended in a traceback (the models
+    and KV pool built before the first check), or, inside a check, printed it as the
+    check's failure (the capture check read "a step that syncs the host") and ran the
+    rest on a full device. Now one line naming what was being allocated and --preset to
+    lower; exit 2, --out not written."""
+    oom = torch.OutOfMemoryError(OOM)
+    if where == "build":
+        monkeypatch.setattr(KVBuffers, "__init__", _raise(oom))
+    elif where == "capture":
+        monkeypatch.setattr(ModelRunner, "capture", _raise(oom))
+    else:
+        monkeypatch.setattr(ModelRunner, "spec_cycle", _raise(oom))
+    out = tmp_path / "doctor.md"
+    assert main(["doctor", "--device", "cpu", "--preset", "tiny", "--repeats", "3", "--out", str(out)]) == 2
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if not ln.startswith("doctor: check ")]
+    assert len(err) == 1, err
+    line = err[0]
+    assert line.startswith("specsched: error: <command line>: --preset = 'tiny': the device (cpu, "), line
+    assert " GiB in all) ran out of memory allocating " in line and what in line, line
+    assert line.endswith(": use a smaller --preset"), line
+    assert not out.exists()
