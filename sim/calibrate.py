@@ -18,6 +18,16 @@ what (every figure is the base arm unless stated; they are carried in the scenar
    lengths and accept lengths would carry that seed's luck into the profile.
 4. gpu.draft_step (one draft-model forward, by tokens) keeps its share of the verify cycle
    at equal tokens (an assumption, named in the provenance): it follows the refit verify.
+5. The context axis. Every reference cell runs ~4K-token prompts, so the figures fix each
+   grid at one context only: gpu.verify (and gpu.draft_step) at the LL cells' mean context
+   (:data:`VERIFY_CONTEXT`, prompts of 3891-4096 tokens plus half of 1024 outputs), gpu.extend
+   at their keys per extend token (:data:`EXTEND_CONTEXT`, half a prompt, no prefix). Their
+   growth with context, which no cell measures, is the analytic roofline's for the same
+   model, GPU and TP (:data:`ANALYTIC`: the KV bytes each request reads and the attention
+   work per extend token, :mod:`sim.analytic`): the second column is the first plus the
+   analytic grid's difference between the two contexts, row by row, so the fitted values
+   stay as fitted at the cells' context and a 32K-prompt what-if grows as that model
+   reads its KV (before, one column priced every context alike).
 
 The scenarios' acceptance blocks (a workload property) and the profile's values are
 rewritten with ``--write``; the profile's provenance block says where each came from.
@@ -47,6 +57,34 @@ BURST = "burst256-ht"
 BURST_KEYS = ("output_throughput", "median_ttft_ms", "max_ttft_ms", "median_tpot_ms")
 SEEDS = 5
 """Seeds (1..SEEDS) each simulated figure is averaged over, in the fit and the report."""
+ANALYTIC = ("deepseek-v4-flash", "mi355x", 4)
+"""(shipped model, GPU, TP) of System A (DeepSeek-V4.1-Flash on 4 MI355X, TP4/EP4): whose
+analytic roofline gives the grids' growth with context (step 5)."""
+VERIFY_CONTEXT = (4500.0, 32768.0)
+"""gpu.verify / gpu.draft_step context columns (tokens per request): the LL cells' mean
+context (3993.5-token prompts on average plus half of 1024 outputs) and 32K."""
+EXTEND_CONTEXT = (2000.0, 32768.0)
+"""gpu.extend context columns (keys per extend token, prefix plus half the extend): the
+burst's prompts (3993.5 tokens on average, no prefix) and 32K."""
+
+
+def analytic_growth() -> tuple[Any, Any]:
+    """(verify, extend) interpolators of the analytic profile of :data:`ANALYTIC` (window 6,
+    block drafter, as System A's DSpark): their context axes give step 5's growth."""
+    from specsched.sim.analytic.gpus import load_gpu
+    from specsched.sim.analytic.models import load_model
+    from specsched.sim.analytic.writer import build_profile
+
+    model, gpu, tp = ANALYTIC
+    prof = Profile.model_validate(build_profile(load_model(model), load_gpu(gpu), tp, window=6, drafter="block"))
+    return prof.gpu.verify.interpolator("gpu.verify"), prof.gpu.extend.interpolator("gpu.extend")
+
+
+def with_growth(xs: list[float], first: list[float], interp: Any, cols: tuple[float, float]) -> list[list[float]]:
+    """Rows ``[v, v + A(x, c1) - A(x, c0)]``: each fitted value ``v`` (at ``x``, context
+    ``c0``) and the same plus the analytic grid ``A``'s growth from ``c0`` to ``c1``."""
+    c0, c1 = cols
+    return [[v, v + max(0.0, interp(x, c1) - interp(x, c0))] for x, v in zip(xs, first, strict=True)]
 
 
 def seed_mean(sc: Scenario, profile: Profile, seeds: int = SEEDS) -> dict[str, float]:
@@ -91,16 +129,32 @@ def extend_grid(extend_16k: float, verify_1: float, profile: Profile, context_le
             "seconds": [[floor], [floor], [extend_16k]]}
 
 
-def apply(profile: Profile, cf: dict[str, Any], extend_16k: float, verify_256: float) -> Profile:
-    """A profile with the fitted values put in."""
+def apply(profile: Profile, cf: dict[str, Any], extend_16k: float, verify_256: float,
+          growth: tuple[Any, Any] | None = None) -> Profile:
+    """A profile with the fitted values put in, each grid's second context column from
+    ``growth`` (:func:`analytic_growth`; computed when not given)."""
+    verify_a, extend_a = growth if growth is not None else analytic_growth()
     p = with_value(profile, "host.launch_s", cf["launch_s"])
     g = p.gpu.verify
     xs = [1, 8, 32, 64, 256]
-    secs = [[cf["verify"][b]] for b in xs[:-1]] + [[verify_256]]
-    # each grid keeps its context columns and the contexts they were measured over
-    p = with_value(p, "gpu.verify", {"x": xs, "context_len": g.context_len, "seconds": secs,
+    first = [cf["verify"][b] for b in xs[:-1]] + [verify_256]
+    secs = with_growth(xs, first, verify_a, VERIFY_CONTEXT)
+    # each grid keeps the contexts its fitted column was measured over
+    p = with_value(p, "gpu.verify", {"x": xs, "context_len": list(VERIFY_CONTEXT), "seconds": secs,
                                      "context_span": g.context_span})
-    p = with_value(p, "gpu.extend", {**extend_grid(extend_16k, cf["verify"][1], profile, p.gpu.extend.context_len),
+    ext = extend_grid(extend_16k, cf["verify"][1], profile, [EXTEND_CONTEXT[0]])
+    if len(ext["x"]) == 3:
+        # the floor rows are one request's target forward with no context to read (the
+        # batch-1 verify less its KV read at its column, analytic); at the extend's column
+        # they add the attention work of that many keys per token
+        c0v, c0e = VERIFY_CONTEXT[0], EXTEND_CONTEXT[0]
+        d, v = profile.gpu.draft_step, profile.gpu.verify
+        share = d.seconds[0][0] / v.seconds[0][0] if d is not None else 0.0
+        kv_read_1 = max(0.0, verify_a(1, c0v) - verify_a(1, 0.0)) * (1.0 - share)
+        for i in (0, 1):
+            ext["seconds"][i][0] += max(0.0, extend_a(ext["x"][i], c0e) - extend_a(ext["x"][i], 0.0)) - kv_read_1
+    ext["seconds"] = with_growth(ext["x"], [r[0] for r in ext["seconds"]], extend_a, EXTEND_CONTEXT)
+    p = with_value(p, "gpu.extend", {**ext, "context_len": list(EXTEND_CONTEXT),
                                      "context_span": p.gpu.extend.context_span})
     inject_share = profile.gpu.draft_inject_per_token_s / (profile.gpu.extend.seconds[-1][0] / 16384 + profile.gpu.draft_inject_per_token_s)
     per_tok = extend_16k / 16384
@@ -108,8 +162,8 @@ def apply(profile: Profile, cf: dict[str, Any], extend_16k: float, verify_256: f
     d, v, w0 = profile.gpu.draft_step, profile.gpu.verify, profile.gpu.verify_window
     if d is not None and w0 is not None:
         share = d.seconds[0][0] / v.seconds[0][0]
-        p = with_value(p, "gpu.draft_step", {"x": [b * w0 for b in xs], "context_len": d.context_len,
-                                             "seconds": [[share * r[0]] for r in secs],
+        p = with_value(p, "gpu.draft_step", {"x": [b * w0 for b in xs], "context_len": list(VERIFY_CONTEXT),
+                                             "seconds": [[share * v for v in r] for r in secs],
                                              "context_span": d.context_span})
     return p
 
@@ -136,12 +190,13 @@ def fit(verbose: bool = True, max_evals: int = 160, seeds: int = SEEDS) -> tuple
                    base.gpu.extend.seconds[-1][0], base.gpu.verify.seconds[-1][0]])
     scale = x0.copy()
     evals = [0]
+    growth = analytic_growth()
 
     def objective(z: np.ndarray) -> float:
         mean, spread, ext, v256 = z * scale
         if not (1.0 < mean < 6.0 and 0 <= spread < 3 and ext > 0 and v256 > cf["verify"][64]):
             return 1e6
-        prof = apply(base, cf, ext, v256)
+        prof = apply(base, cf, ext, v256, growth)
         s1 = seed_mean(_acc(b1, mean, spread), prof, seeds)
         sb = seed_mean(_acc(burst, mean, spread), prof, seeds)
         errs = [(s1["decode_throughput"] - ref_b1) / ref_b1]
@@ -156,7 +211,7 @@ def fit(verbose: bool = True, max_evals: int = 160, seeds: int = SEEDS) -> tuple
     res = minimize(objective, np.ones(4), method="Nelder-Mead",
                    options={"maxfev": max_evals, "xatol": 1e-4, "fatol": 1e-7, "initial_simplex": None})
     mean, spread, ext, v256 = res.x * scale
-    prof = apply(base, cf, ext, v256)
+    prof = apply(base, cf, ext, v256, growth)
     # scipy's Nelder-Mead stops at maxfev calls (status 1) with its best vertex
     return prof, float(mean), float(spread), {"loss": float(res.fun), "evals": evals[0], "closed_form": cf,
                                               "capped": res.status == 1}

@@ -311,10 +311,12 @@ class CostModel:
         x_tok = rows * self.window / self.ref_window
         if x_tok != bs_attn:
             t += grid(x_tok, self.c0) - grid(bs_attn, self.c0)
-        if x_tok != rows:
+        if x_tok != bs_attn:
             # the c0 column's KV read is each request's, not each query token's: keep it at
-            # the batch's rows when the window rescales the token work
-            t += self._c0_read(rows) - self._c0_read(x_tok)
+            # the batch's requests when the window rescales the token work, and off the
+            # padded graph rows, which hold no context (SGLang fills their seq_lens with
+            # seq_len_fill_value, 1: cuda_graph_runner.py), under ragged attention
+            t += self._c0_read(bs_attn) - self._c0_read(x_tok)
         if self.verify_draft is not None:
             # the grid point read for the token work (x_tok requests x W0 tokens = rows
             # tokens) holds one draft forward over those tokens: a decode runs none
@@ -356,7 +358,7 @@ class CostModel:
         if c1 is None:
             return 0.0
         grid = self.step_grid
-        return c0 * (grid(n, c1) - grid(n, c0)) / (c1 - c0)
+        return c0 * (grid.peek(n, c1) - grid.peek(n, c0)) / (c1 - c0)
 
     def draft_s(self, rows: int, requests: int, per_request: int, ctx: float) -> float:
         """GPU seconds of one draft-model forward over ``rows`` (graph-padded) requests with
@@ -758,11 +760,12 @@ class CostModel:
             longer = interp is self.step_grid and self.window > self.ref_window
             for axis, q in interp.above.items():
                 pts = interp.x if axis == "x" else interp.c
-                # one context column: the range is the contexts its measurements spanned
-                flat = axis == "context_len" and len(pts) == 1 and interp.span is not None
-                lo, hi = interp.span if flat else (float(pts[0]), float(pts[-1]))
+                # a grid that says the contexts its measurements spanned is warned past them
+                span = axis == "context_len" and interp.span is not None
+                lo, hi = interp.span if span else (float(pts[0]), float(pts[-1]))
                 notes.append(GridExit(name, interp.name, axis, float(q), lo, hi,
-                                      context_counts=counts, flat=flat,
+                                      context_counts=counts, flat=span and len(pts) == 1,
+                                      columns=(float(pts[0]), float(pts[-1])) if span and len(pts) > 1 else None,
                                       x_window=(self.window, self.ref_window) if longer and axis == "x" else None))
             if interp is self.extend or interp is self.inject:
                 for axis, q in interp.below.items():

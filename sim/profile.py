@@ -42,12 +42,13 @@ class Grid(BaseModel):
     context (tokens). Axes strictly increasing; a single-point axis means no dependence.
     Every value finite, in [0, 3600] s, and not all zero (a forward takes time).
 
-    ``context_span``: for a grid of one context column only, ``[lo, hi]``, the contexts
-    its measurements spanned (the MI355X reference cells ran ~4K-token prompts with up to
-    3072 output tokens, so their figures say nothing of 32K contexts). The column is read
-    at every context all the same (no slope can be taken from one column); a query past
-    ``hi`` gets the range warning (:class:`sim.grid_range.GridExit` ``flat``). None: the
-    one column claims no range and nothing is said.
+    ``context_span``: ``[lo, hi]``, the contexts the grid's measurements spanned, where
+    its columns reach further than what was measured (the MI355X reference cells ran
+    ~4K-token prompts with up to 3072 output tokens: their fitted column says nothing of
+    32K contexts, and the second column is derived, sim/calibrate.py step 5). A query past
+    ``hi`` gets the range warning (:class:`sim.grid_range.GridExit` with ``span``); a grid of
+    one column is read at every context alike (``flat``). None: the columns are the
+    measured range.
     """
 
     model_config = _STRICT
@@ -62,9 +63,6 @@ class Grid(BaseModel):
         if len(self.seconds) != len(self.x) or any(len(row) != len(self.context_len) for row in self.seconds):
             raise ValueError(f"seconds must be {len(self.x)} rows x {len(self.context_len)} columns")
         if self.context_span is not None:
-            if len(self.context_len) > 1:
-                raise ValueError("context_span is for a grid of one context column: "
-                                 f"this one spans context_len {self.context_len[0]:g}-{self.context_len[-1]:g}")
             if self.context_span[1] < self.context_span[0]:
                 raise ValueError(f"context_span must be [lo, hi] with lo <= hi, not {self.context_span}")
         for name, axis in (("x", self.x), ("context_len", self.context_len)):
@@ -111,7 +109,7 @@ class GridInterp:
     warning, for the extend and injection grids' token axis).
     """
 
-    __slots__ = ("name", "x", "c", "v", "_xl", "_cl", "_vl", "_low", "_cache", "above", "below", "span")
+    __slots__ = ("name", "x", "c", "v", "_xl", "_cl", "_vl", "_low", "_cache", "above", "below", "span", "_peeked")
 
     def __init__(self, g: Grid, name: str = "") -> None:
         self.name = name
@@ -124,6 +122,7 @@ class GridInterp:
         self._xl, self._cl, self._vl = self.x.tolist(), self.c.tolist(), self.v.tolist()
         self._low = self._low_lines()
         self._cache: dict[tuple[float, float], float] = {}
+        self._peeked: dict[tuple[float, float], float] = {}   # peek's, apart: a peek notes nothing
         self.above: dict[str, float] = {}
         self.below: dict[str, float] = {}
         # the contexts a one-column grid's measurements spanned (Grid.context_span)
@@ -153,16 +152,30 @@ class GridInterp:
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        i0, i1, wx = self._axis(self._xl, x)
-        j0, j1, wc = self._axis(self._cl, key[1])
         self._note_x(x)
         self._note_context(key[1])
+        out = self._value(x, key[1])
+        if len(self._cache) < 200_000:
+            self._cache[key] = out
+        return out
+
+    def peek(self, x: float, context: float) -> float:
+        """The value at ``(x, context)`` without recording it as a query beyond the range:
+        for reads of the grid's own columns (sim/cost_model.py ``_c0_read``), which are the
+        model's arithmetic, not a forward the run prices."""
+        key = (x, round(context, -1))
+        hit = self._peeked.get(key)
+        if hit is None:
+            hit = self._peeked[key] = self._value(x, key[1])
+        return hit
+
+    def _value(self, x: float, context: float) -> float:
+        i0, i1, wx = self._axis(self._xl, x)
+        j0, j1, wc = self._axis(self._cl, context)
         if wx < 0.0 and self._low:
             out = self._below(x, j0, j1, wc)
         else:
             out = self._along_x(self._row(self._vl[i0], j0, j1, wc), self._row(self._vl[i1], j0, j1, wc), wx)
-        if len(self._cache) < 200_000:
-            self._cache[key] = out
         return out
 
     @staticmethod
@@ -200,7 +213,7 @@ class GridInterp:
                 self.below["x"] = x
 
     def _note_context(self, c: float) -> None:
-        hi = self.c[-1] if len(self.c) > 1 else (self.span[1] if self.span is not None else None)
+        hi = self.span[1] if self.span is not None else (self.c[-1] if len(self.c) > 1 else None)
         if hi is not None and c > hi and c > self.above.get("context_len", 0.0):
             self.above["context_len"] = c
 

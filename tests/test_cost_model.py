@@ -202,8 +202,15 @@ def test_padded_batches_cost_their_captured_size_and_never_decrease(bs):
     p = mi355x()
     cm = CostModel(p, server())
     pad = cm.padded_batch(bs)
+    c0 = p.gpu.verify.context_len[0]
     if pad is not None:
-        assert cm.step_s(bs, 4000) == pytest.approx(cm.step_s(pad, 4000))   # one context column
+        # at the grid's first column the padded rows' token work is all there is; elsewhere
+        # only the real requests read their KV (ragged attention)
+        # and the padded rows hold no context (seq_len_fill_value), so they read no KV
+        for ctx in (c0, 20000):
+            assert cm.step_s(bs, ctx) <= cm.step_s(pad, ctx) + 1e-15
+        if bs == pad:
+            assert cm.step_s(bs, c0) == pytest.approx(p.gpu.verify.interpolator()(pad, c0))
     assert cm.step_s(bs + 1, 4000) >= cm.step_s(bs, 4000) - 1e-15
 
 
@@ -652,13 +659,14 @@ FLOORED = ["mi355x-dsv41-flash-tp4", "h200-1b", "h200-1b-v2", "h200-llama8b-roof
 
 
 def _one_request_target_forward(p: Profile) -> float:
-    """One request's target forward: the batch-1 decode, or the batch-1 verify less the
-    drafter's share of it (gpu.draft_step / gpu.verify at batch 1)."""
+    """One request's target forward with no context to read (the extends below have no
+    prefix): the batch-1 decode, or the batch-1 verify less the drafter's share of it
+    (gpu.draft_step / gpu.verify at batch 1), at context 0."""
     g = p.gpu
     if g.decode is not None:
-        return g.decode.interpolator("d")(1, g.decode.context_len[0])
+        return g.decode.interpolator("d")(1, 0.0)
     share = g.draft_step.seconds[0][0] / g.verify.seconds[0][0] if g.draft_step is not None else 0.0
-    return g.verify.interpolator("v")(1, g.verify.context_len[0]) * (1 - share)
+    return g.verify.interpolator("v")(1, 0.0) * (1 - share)
 
 
 @pytest.mark.parametrize("name", FLOORED)
@@ -678,7 +686,10 @@ def test_inv_extend_floor_no_extend_is_cheaper_than_one_requests_forward(name, t
                                      "max_running_requests": 64, "max_total_num_tokens": 1_000_000,
                                      "disable_prefill_cuda_graph": True})
     cm = CostModel(p, srv)
-    assert cm.extend_s([tokens], [0]) >= _one_request_target_forward(p) * (1 - 1e-9)
+    # 1 %: below their first context columns the extend and verify grids fall by their own
+    # slopes (attention work per extend token, KV read per request; the MI355X profile's
+    # from the analytic roofline), 0.1 % apart at most; the mechanism is the 10x miss
+    assert cm.extend_s([tokens], [0]) >= _one_request_target_forward(p) * (1 - 1e-2)
 
 
 def test_calibrate_keeps_the_extend_floor_when_it_refits():
@@ -690,10 +701,14 @@ def test_calibrate_keeps_the_extend_floor_when_it_refits():
     cf = {"launch_s": p.host.launch_s, "verify": {1: 0.0086, 8: 0.0143845, 32: 0.0237409, 64: 0.0320684}}
     q = apply(p, cf, extend_16k=0.25, verify_256=0.08)
     e = q.gpu.extend.interpolator("e")
+    c = q.gpu.extend.context_len[0]   # the fitted column (the cells' keys per extend token)
     floor = 0.0086 * (1 - p.gpu.draft_step.seconds[0][0] / p.gpu.verify.seconds[0][0])
-    assert e(1, 0) == pytest.approx(floor) and e(64, 0) == pytest.approx(floor)
+    # the floor less the batch-1 verify's KV read plus the extend's own attention work at
+    # its column (sim/calibrate.py step 5): within 0.5 % of the bare floor here
+    assert e(1, c) == pytest.approx(floor, rel=5e-3) and e(64, c) == pytest.approx(floor, rel=5e-3)
+    assert e(64, c) >= e(1, c)
     # above the knee the line through the origin and the fitted 16K point, as before
-    assert e(16384, 0) == pytest.approx(0.25) and e(8192, 0) == pytest.approx(0.125, rel=1e-4)
+    assert e(16384, c) == pytest.approx(0.25) and e(8192, c) == pytest.approx(0.125, rel=2e-3)
 
 
 RECORDED_H200 = [ROOT / "docs" / "measurements" / d / "h200-1b.yaml"
@@ -851,11 +866,17 @@ def test_plain_decoding_on_a_verify_only_profile_is_the_verify_grid_at_window_on
     srv = server(speculative_algorithm="none")
     cm = CostModel(prof, srv)
     verify, draft = prof.gpu.verify.interpolator(), prof.gpu.draft_step.interpolator()
+    c0, c1 = prof.gpu.verify.context_len[0], prof.gpu.verify.context_len[-1]
     spec = CostModel(prof, server())
+
+    def kv_read(n):   # n requests' KV read at the first column (the grid's slope per context token)
+        return c0 * (verify(n, c1) - verify(n, c0)) / (c1 - c0)
+
     for bs in (1, 2, 7, 8, 24, 64, 200, 256):
         rows = cm.padded_batch(bs)
-        want = verify(rows / 6, 0.0) - draft(rows, 0.0)
-        assert cm.step_s(bs, 4000.0) == pytest.approx(want, rel=1e-12)
+        # the token work of rows tokens, every request's own KV read, no draft forward
+        want = verify(rows / 6, c0) + kv_read(bs) - kv_read(rows / 6) - draft(rows, prof.gpu.draft_step.context_len[0])
+        assert cm.step_s(bs, c0) == pytest.approx(want, rel=1e-12)
         # one token per request costs less than a cycle verifying six, its draft included
         assert cm.step_s(bs, 4000.0) < spec.step_s(bs, 4000.0)
     lines = cm.range_warnings()
@@ -869,7 +890,12 @@ def test_a_verify_grid_without_its_draft_step_keeps_the_draft_and_says_so():
     prof = mi355x(draft_step=None)
     cm = CostModel(prof, server(speculative_algorithm="none"))
     verify = prof.gpu.verify.interpolator()
-    assert cm.step_s(8, 4000.0) == pytest.approx(verify(8 / 6, 0.0), rel=1e-12)
+    c0, c1 = prof.gpu.verify.context_len[0], prof.gpu.verify.context_len[-1]
+
+    def kv_read(n):
+        return c0 * (verify(n, c1) - verify(n, c0)) / (c1 - c0)
+
+    assert cm.step_s(8, c0) == pytest.approx(verify(8 / 6, c0) + kv_read(8) - kv_read(8 / 6), rel=1e-12)
     assert "still in" in cm.range_warnings()[0]
 
 

@@ -320,16 +320,28 @@ def test_the_span_warning_says_the_column_was_read_flat():
     assert "extrapolated" not in line
 
 
-def test_context_span_is_refused_on_a_grid_of_several_columns_and_when_reversed():
+def test_a_reversed_context_span_is_refused():
     import pytest
     from pydantic import ValidationError
-    from specsched.sim.profile import Grid
 
-    with pytest.raises(ValidationError, match="one context column"):
-        Grid.model_validate({"x": [1], "context_len": [0.0, 10.0], "seconds": [[1e-3, 2e-3]],
-                             "context_span": [0.0, 10.0]})
     with pytest.raises(ValidationError, match="lo <= hi"):
         _span_grid(context_span=[10.0, 5.0])
+
+
+def test_a_grid_whose_columns_reach_past_its_span_says_which_figures_no_measurement_made():
+    from specsched.sim.profile import Grid
+
+    g = Grid.model_validate({"x": [1, 8], "context_len": [4500.0, 32768.0], "seconds": [[1e-3, 2e-3], [2e-3, 4e-3]],
+                             "context_span": [3890.0, 7170.0]})
+    interp = g.interpolator("gpu.verify")
+    interp(8, 7000.0)
+    assert "context_len" not in interp.above
+    assert interp(8, 20000.0) > interp(8, 7000.0)   # the derived column still prices the growth
+    assert interp.above["context_len"] == 20000.0
+    inside = GridExit("p", "gpu.verify", "context_len", 20000.0, 3890.0, 7170.0, columns=(4500.0, 32768.0)).line()
+    past = GridExit("p", "gpu.verify", "context_len", 40000.0, 3890.0, 7170.0, columns=(4500.0, 32768.0)).line()
+    assert "which no measurement made" in inside and "3890-7170" in inside
+    assert "extrapolated linearly" in past and "32768" in past
 
 
 def test_the_mi355x_cells_stay_in_their_span_and_a_32k_prompt_leaves_it(tmp_path, capsys):

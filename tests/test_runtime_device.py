@@ -455,11 +455,15 @@ def test_engine_captures_every_graph_with_the_collector_paused(monkeypatch: pyte
     import gc
 
     from specsched.runtime.engine import RuntimeEngine
+    from specsched.sim.server_args import ServerArgs
 
     seen: list[bool] = []
     monkeypatch.setattr(RuntimeEngine, "_capture_all", lambda self: seen.append(gc.isenabled()))
     monkeypatch.setattr(RuntimeEngine, "_warm_requests", lambda self: seen.append(gc.isenabled()))
-    RuntimeEngine.warmup(object.__new__(RuntimeEngine))
+    monkeypatch.setattr(RuntimeEngine, "_allocation", lambda self, *a: None)   # the out-of-memory label only
+    eng = object.__new__(RuntimeEngine)
+    eng.server = ServerArgs()
+    RuntimeEngine.warmup(eng)
     assert seen == [False, True]
 
 
