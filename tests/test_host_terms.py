@@ -192,6 +192,9 @@ def _leveler(slow: dict[str, int], durations: dict[str, float] | None = None):
             if self.speed.labels[-1].split(" #")[0] == ph and self.speed.slow.get(ph, 0) > 0:
                 self.speed.slow[ph] -= 1         # the next attempt of this phase reads one level faster
 
+        def phase_allocation(self, name):        # the out-of-memory label only: no device here
+            return None
+
         def __getattr__(self, name):
             if name.endswith("_phase"):
                 return lambda: self._one(name[:-6])
