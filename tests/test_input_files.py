@@ -8,6 +8,7 @@ refused in one line (Python imports files)."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -133,22 +134,29 @@ def test_from_bench_and_validate_bench_from_pipes(tmp_path, capsys, monkeypatch,
     assert measured["median_ttft_ms"] == pytest.approx(json.loads(BENCH.read_text().splitlines()[0])["median_ttft_ms"])
 
 
+@contextlib.contextmanager
+def stdin_from(data: bytes):
+    """Descriptor 0 reads ``data`` from a pipe inside the block (``cat F | specsched ...``)."""
+    r, w = os.pipe()
+    os.write(w, data)
+    os.close(w)
+    saved = os.dup(0)
+    try:
+        os.dup2(r, 0)
+        yield
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+        os.close(r)
+
+
 def test_a_scenario_from_stdin_runs_as_the_file(tmp_path, capsys, monkeypatch):
     """``cat s.yaml | specsched run /dev/stdin``: /dev/stdin is the pipe on descriptor 0."""
     monkeypatch.chdir(tmp_path)
     scenario = ROOT / "scenarios" / "h200" / "batch8.yaml"
     assert main(["run", str(scenario), "--out", "a"]) == 0
-    r, w = os.pipe()
-    os.write(w, scenario.read_bytes())
-    os.close(w)
-    saved = os.dup(0)
-    try:
-        os.dup2(r, 0)
+    with stdin_from(scenario.read_bytes()):
         assert main(["run", "/dev/stdin", "--out", "b"]) == 0
-    finally:
-        os.dup2(saved, 0)
-        os.close(saved)
-        os.close(r)
     capsys.readouterr()
     a, b = (json.loads((tmp_path / d / "summary.json").read_text()) for d in "ab")
     keys = ("mean_ttft_ms", "median_itl_ms", "output_throughput", "completed")
@@ -277,17 +285,8 @@ def test_a_profile_fitted_to_stdin_or_a_pipe_names_it_as_the_reader_does(tmp_pat
 
     monkeypatch.chdir(tmp_path)
     argv = ["--profile", "h200-1b", "--params", "decode", "--seeds", "1", "--max-evals", "1"]
-    r, w = os.pipe()
-    os.write(w, BENCH.read_bytes())
-    os.close(w)
-    saved = os.dup(0)
-    try:
-        os.dup2(r, 0)
+    with stdin_from(BENCH.read_bytes()):
         assert main(["calibrate", "--from", "-", *argv, "--out", "a.yaml"]) == 0
-    finally:
-        os.dup2(saved, 0)
-        os.close(saved)
-        os.close(r)
     assert "/dev/stdin:1 " in capsys.readouterr().out   # the report's row (it was "stdin:1")
     fd = pipe(BENCH.read_bytes())
     assert main(["calibrate", "--from", fd, *argv, "--out", "b.yaml"]) == 0
