@@ -301,8 +301,9 @@ class CostModel:
         ``forward_target_verify`` run one model, ``ForwardMode.DECODE`` vs
         ``TARGET_VERIFY``), its per-request KV read at ``rows``, less the draft forward that
         grid point holds (``gpu.verify_includes_draft``: ``gpu.draft_step`` over ``rows``
-        tokens). What a verify adds besides (its tree mask, acceptance sampling) stays in;
-        the run says so once (:class:`sim.grid_range.DecodeFromVerify`)."""
+        tokens, and its growth with context over the batch's ``bs x W0`` tokens, which the
+        grid's context part at the batch holds). What a verify adds besides (its tree
+        mask, acceptance sampling) stays in; the run says so once (:class:`sim.grid_range.DecodeFromVerify`)."""
         grid = self.step_grid
         pad = self.padded_batch(bs)
         rows = pad if pad is not None else bs
@@ -321,6 +322,12 @@ class CostModel:
             # the grid point read for the token work (x_tok requests x W0 tokens = rows
             # tokens) holds one draft forward over those tokens: a decode runs none
             t -= self.verify_draft(rows, self.draft_c0)
+            if ctx != self.c0:
+                # and the context growth read at the batch (grid(bs_attn, ctx) - grid(bs_attn,
+                # c0)) holds that batch's draft forward's, over bs_attn x W0 tokens
+                # (gpu.draft_step keeps its share of each column): a decode reads no draft KV
+                x_draft = bs_attn * self.ref_window
+                t -= self.verify_draft(x_draft, ctx) - self.verify_draft(x_draft, self.draft_c0)
         if self.draft_step is not None:
             if not self.draft_in_verify:
                 t += self.draft_s(rows, bs_attn, self.window, ctx)

@@ -904,3 +904,18 @@ def test_a_profile_with_a_decode_grid_never_reads_verify_for_plain_decoding():
     assert not cm.decode_via_verify
     assert cm.step_s(8, 2000.0) == pytest.approx(1e-3 + 1e-5 * 8 + 1e-7 * 8 * 2000, rel=1e-9)
     assert cm.range_warnings() == []
+
+
+def test_plain_decoding_read_from_verify_takes_out_the_drafts_context_growth_too():
+    """The verify grid's context growth at a batch holds its draft forward's (gpu.draft_step
+    keeps its share of each column): a decode read from it runs no draft, so both the draft's
+    token part and its growth with context come out. Before, only the token part at the
+    first column did, leaving the draft's KV growth in every long-context decode step."""
+    prof = mi355x()
+    cm = CostModel(prof, server(speculative_algorithm="none"))
+    verify, draft = prof.gpu.verify.interpolator(), prof.gpu.draft_step.interpolator()
+    c0 = prof.gpu.verify.context_len[0]
+    for bs in (1, 8, 64, 256):
+        for ctx in (32768.0, 131072.0):
+            grow = (verify(bs, ctx) - verify(bs, c0)) - (draft(bs * 6, ctx) - draft(bs * 6, c0))
+            assert cm.step_at(bs, ctx) - cm.step_at(bs, c0) == pytest.approx(grow, rel=1e-9)
