@@ -181,7 +181,8 @@ class DecodeFromVerify:
         return (f"warning: profile {self.profile}: no gpu.decode, so each plain decode step is priced as a "
                 f"verify of window 1 on gpu.verify (its token work at batch x 1/{self.window}, each request's "
                 f"KV read kept) {draft}; a verify's own sampling and acceptance work stays in: time decode "
-                f"steps (specsched profile, or calibrate on a run without speculation) to price them")
+                f"steps (specsched profile) and give them as gpu.decode to price them (calibrate --params decode "
+                f"would rescale gpu.verify with them)")
 
 
 @dataclass(frozen=True)

@@ -374,6 +374,9 @@ def test_cli_writes_profile_with_provenance_and_refuses_bad_input(tmp_path, caps
     prof = yaml.safe_load((tmp_path / "fitted.yaml").read_text())
     assert prof["name"] == "fitted" and "runs.jsonl" in prof["provenance"]["calibrate.from"]
     assert "server.log" in prof["provenance"]["calibrate.from"]
+    # the scaled grids are named, and a group's grid this profile lacks is not
+    assert "scaled x" in prof["provenance"]["gpu.decode"]
+    assert "scaled x" not in prof["provenance"].get("gpu.draft_step", "")
     # the default prior (decode's only: the one parameter fitted) is stated where it was used
     assert f"prior (log-factor standard deviations) decode {PRIOR_SD['decode']:g}" in prof["provenance"]["calibrate.from"]
     assert f"decode {PRIOR_SD['decode']:g}" in out
