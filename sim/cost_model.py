@@ -308,16 +308,20 @@ class CostModel:
         pad = self.padded_batch(bs)
         rows = pad if pad is not None else bs
         bs_attn = rows if self.padded_attention else bs
-        t = grid(bs_attn, ctx)
         x_tok = rows * self.window / self.ref_window
-        if x_tok != bs_attn:
-            t += grid(x_tok, self.c0) - grid(bs_attn, self.c0)
-        if x_tok != bs_attn:
-            # the c0 column's KV read is each request's, not each query token's: keep it at
-            # the batch's requests when the window rescales the token work, and off the
-            # padded graph rows, which hold no context (SGLang fills their seq_lens with
-            # seq_len_fill_value, 1: cuda_graph_runner.py), under ragged attention
-            t += self._c0_read(bs_attn) - self._c0_read(x_tok)
+        if self.c1 is None:
+            # one context column: no context part to read at the batch's own row, whose
+            # lookup would only note a batch the price never reads (a plain decode on a
+            # verify grid, a window below the grid's: the token work is at x_tok)
+            t = grid(x_tok, ctx)
+        else:
+            t = grid(bs_attn, ctx)
+            if x_tok != bs_attn:
+                # the c0 column's KV read is each request's, not each query token's: keep it
+                # at the batch's requests when the window rescales the token work, and off
+                # the padded graph rows, which hold no context (SGLang fills their seq_lens
+                # with seq_len_fill_value, 1: cuda_graph_runner.py), under ragged attention
+                t += grid(x_tok, self.c0) - grid(bs_attn, self.c0) + self._c0_read(bs_attn) - self._c0_read(x_tok)
         if self.verify_draft is not None:
             # the grid point read for the token work (x_tok requests x W0 tokens = rows
             # tokens) holds one draft forward over those tokens: a decode runs none

@@ -919,3 +919,17 @@ def test_plain_decoding_read_from_verify_takes_out_the_drafts_context_growth_too
         for ctx in (32768.0, 131072.0):
             grow = (verify(bs, ctx) - verify(bs, c0)) - (draft(bs * 6, ctx) - draft(bs * 6, c0))
             assert cm.step_at(bs, ctx) - cm.step_at(bs, c0) == pytest.approx(grow, rel=1e-9)
+
+
+def test_a_one_column_verify_grid_notes_only_the_batch_its_price_reads():
+    """A plain decode (or a window below the grid's) on a one-context-column verify grid is
+    priced at its token work, batch x W / W0: the batch's own row, which has no context part
+    to give, is not read, so no warning names a batch the price never used (a plain run of
+    40 requests per rank on the agentic profile said "verify batch 40 beyond (1-16)")."""
+    prof = load_profile("mi355x-dsv4pro-agentic")
+    assert len(prof.gpu.verify.context_len) == 1 and prof.gpu.verify.x[-1] == 16
+    cm = CostModel(prof, server(speculative_algorithm="none", cuda_graph_max_bs=64, max_running_requests=64))
+    verify = prof.gpu.verify.interpolator()
+    assert cm.step_s(40, 3e5) == pytest.approx(verify(cm.padded_batch(40) / 6, 0.0), rel=1e-12)
+    lines = cm.range_warnings()
+    assert not any("batch" in line and "beyond" in line for line in lines), lines
