@@ -183,16 +183,6 @@ def _regenerate(profile: Any, eff: dict[str, float]) -> Any:
     return Profile.model_validate({**regenerate(profile, **new), "path": profile.path})
 
 
-def _value_at(data: dict, dotted: str) -> Any:
-    """The value of a profile mapping at a dotted key (``gpu.decode``); None where absent."""
-    node: Any = data
-    for k in dotted.split("."):
-        node = node.get(k) if isinstance(node, dict) else None
-        if node is None:
-            return None
-    return node
-
-
 def scale_profile(profile: Any, factors: dict[str, float]) -> Any:
     """A copy of ``profile`` with each parameter's values multiplied by its factor.
 
@@ -1236,6 +1226,7 @@ def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence
     se = result.factor_se_pct()
     fac = ", ".join(f"{k} x{v:.4f}" + (f" (+-{se[k]:.1f} %)" if k in se else "") for k, v in result.factors.items())
     from specsched.sim.bench_serving import split_spec
+    from specsched.sim.config import dotted_value
 
     runs = ", ".join(input_name(*split_spec(f)) for f in files)
     prov["calibrate.from"] = (f"fitted by `specsched calibrate --from` to bench_serving runs {runs}"
@@ -1247,7 +1238,7 @@ def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence
                                         result.stopped() + result.identifiability() + result.unexplained))
     for k, v in result.factors.items():
         for dotted in GROUPS.get(k, (k,)):
-            if _value_at(data, dotted) is None:   # a group's key this profile does not have
+            if dotted_value(data, dotted) is None:   # a group's key this profile does not have
                 continue
             prov[dotted] = f"{prov.get(dotted, 'as in the input profile')}; scaled x{v:.4f} by calibrate --from"
     data["provenance"] = prov

@@ -111,57 +111,59 @@ def closed_form(profile: Profile) -> dict[str, Any]:
     return {"stall": stall, "launch_s": launch, "verify": verify}
 
 
-def extend_grid(extend_16k: float, verify_1: float, profile: Profile, context_len: list[float]) -> dict[str, Any]:
-    """The extend grid: linear in tokens through ``extend_16k`` at 16384 tokens, and never
-    below one request's target forward, the batch-1 verify ``verify_1`` less the drafter's
-    share of it (the profile's ``gpu.draft_step`` at batch 1 over ``gpu.verify`` at batch 1;
-    0 without a draft grid). An extend forward reads every weight at least once, as the
-    batch-1 verify's target forward over its window does: through the origin alone, a
-    64-token prompt cost 0.9 ms on the MI355X profile against 8.6 ms for a 6-token verify."""
-    per_tok = extend_16k / 16384
+def draft_share(profile: Profile) -> float:
+    """The drafter's share of a verify cycle: ``gpu.draft_step`` over ``gpu.verify`` at batch
+    1 (step 4's assumption); 0 without a draft grid."""
     d, v = profile.gpu.draft_step, profile.gpu.verify
-    share = d.seconds[0][0] / v.seconds[0][0] if d is not None and v is not None else 0.0
+    return d.seconds[0][0] / v.seconds[0][0] if d is not None and v is not None else 0.0
+
+
+def extend_grid(extend_16k: float, verify_1: float, profile: Profile, growth: tuple[Any, Any]) -> dict[str, Any]:
+    """The extend grid at :data:`EXTEND_CONTEXT`: at the cells' column, linear in tokens
+    through ``extend_16k`` at 16384 tokens, and never below one request's target forward,
+    the batch-1 verify ``verify_1`` less the drafter's share of it (:func:`draft_share`). An
+    extend forward reads every weight at least once, as the batch-1 verify's target forward
+    over its window does: through the origin alone, a 64-token prompt cost 0.9 ms on the
+    MI355X profile against 8.6 ms for a 6-token verify. That floor is a forward with no
+    context to read (the batch-1 verify less its KV read at its column, from ``growth``'s
+    analytic verify); at the extend's column it adds the attention work of that many keys
+    per token. The second column is step 5's (:func:`with_growth`)."""
+    verify_a, extend_a = growth
+    c0 = EXTEND_CONTEXT[0]
+    per_tok = extend_16k / 16384
+    share = draft_share(profile)
     floor = verify_1 * (1.0 - share)
     knee = floor / per_tok
     if not 1.0 < knee < 16384:
-        return {"x": [1, 16384], "context_len": context_len, "seconds": [[per_tok], [extend_16k]]}
-    return {"x": [1.0, round(knee, 1), 16384.0], "context_len": context_len,
-            "seconds": [[floor], [floor], [extend_16k]]}
+        xs, first = [1, 16384], [per_tok, extend_16k]
+    else:
+        kv_read_1 = max(0.0, verify_a(1, VERIFY_CONTEXT[0]) - verify_a(1, 0.0)) * (1.0 - share)
+        xs = [1.0, round(knee, 1), 16384.0]
+        first = [floor + max(0.0, extend_a(x, c0) - extend_a(x, 0.0)) - kv_read_1 for x in xs[:2]] + [extend_16k]
+    return {"x": xs, "context_len": list(EXTEND_CONTEXT), "seconds": with_growth(xs, first, extend_a, EXTEND_CONTEXT)}
 
 
 def apply(profile: Profile, cf: dict[str, Any], extend_16k: float, verify_256: float,
           growth: tuple[Any, Any] | None = None) -> Profile:
     """A profile with the fitted values put in, each grid's second context column from
     ``growth`` (:func:`analytic_growth`; computed when not given)."""
-    verify_a, extend_a = growth if growth is not None else analytic_growth()
+    growth = growth if growth is not None else analytic_growth()
     p = with_value(profile, "host.launch_s", cf["launch_s"])
     g = p.gpu.verify
     xs = [1, 8, 32, 64, 256]
     first = [cf["verify"][b] for b in xs[:-1]] + [verify_256]
-    secs = with_growth(xs, first, verify_a, VERIFY_CONTEXT)
+    secs = with_growth(xs, first, growth[0], VERIFY_CONTEXT)
     # each grid keeps the contexts its fitted column was measured over
     p = with_value(p, "gpu.verify", {"x": xs, "context_len": list(VERIFY_CONTEXT), "seconds": secs,
                                      "context_span": g.context_span})
-    ext = extend_grid(extend_16k, cf["verify"][1], profile, [EXTEND_CONTEXT[0]])
-    if len(ext["x"]) == 3:
-        # the floor rows are one request's target forward with no context to read (the
-        # batch-1 verify less its KV read at its column, analytic); at the extend's column
-        # they add the attention work of that many keys per token
-        c0v, c0e = VERIFY_CONTEXT[0], EXTEND_CONTEXT[0]
-        d, v = profile.gpu.draft_step, profile.gpu.verify
-        share = d.seconds[0][0] / v.seconds[0][0] if d is not None else 0.0
-        kv_read_1 = max(0.0, verify_a(1, c0v) - verify_a(1, 0.0)) * (1.0 - share)
-        for i in (0, 1):
-            ext["seconds"][i][0] += max(0.0, extend_a(ext["x"][i], c0e) - extend_a(ext["x"][i], 0.0)) - kv_read_1
-    ext["seconds"] = with_growth(ext["x"], [r[0] for r in ext["seconds"]], extend_a, EXTEND_CONTEXT)
-    p = with_value(p, "gpu.extend", {**ext, "context_len": list(EXTEND_CONTEXT),
+    p = with_value(p, "gpu.extend", {**extend_grid(extend_16k, cf["verify"][1], profile, growth),
                                      "context_span": p.gpu.extend.context_span})
     inject_share = profile.gpu.draft_inject_per_token_s / (profile.gpu.extend.seconds[-1][0] / 16384 + profile.gpu.draft_inject_per_token_s)
     per_tok = extend_16k / 16384
     p = with_value(p, "gpu.draft_inject_per_token_s", per_tok * inject_share / (1 - inject_share))
-    d, v, w0 = profile.gpu.draft_step, profile.gpu.verify, profile.gpu.verify_window
+    d, w0 = profile.gpu.draft_step, profile.gpu.verify_window
     if d is not None and w0 is not None:
-        share = d.seconds[0][0] / v.seconds[0][0]
+        share = draft_share(profile)
         p = with_value(p, "gpu.draft_step", {"x": [b * w0 for b in xs], "context_len": list(VERIFY_CONTEXT),
                                              "seconds": [[share * v for v in r] for r in secs],
                                              "context_span": d.context_span})

@@ -775,8 +775,7 @@ class CostModel:
                 span = axis == "context_len" and interp.span is not None
                 lo, hi = interp.span if span else (float(pts[0]), float(pts[-1]))
                 notes.append(GridExit(name, interp.name, axis, float(q), lo, hi,
-                                      context_counts=counts, flat=span and len(pts) == 1,
-                                      columns=(float(pts[0]), float(pts[-1])) if span and len(pts) > 1 else None,
+                                      context_counts=counts, columns=(float(pts[0]), float(pts[-1])) if span else None,
                                       x_window=(self.window, self.ref_window) if longer and axis == "x" else None))
             if interp is self.extend or interp is self.inject:
                 for axis, q in interp.below.items():

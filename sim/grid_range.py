@@ -67,12 +67,11 @@ class GridExit:
             starting at 256 tokens priced 36 extends of 13-254 tokens at 3.8 ms of device time
             (median) by its first segment, unwarned; their GPU spans were 8.0-11.9 ms (bound
             there by the host's issue, so their device time stays unmeasured).
-        flat: the grid has one context column (``lo``-``hi``: its ``context_span``, the
-            contexts its measurements spanned), read at every context: the line says the
-            query was priced at that column, not extrapolated.
-        columns: ``(first, last)`` context columns of a grid of several whose
-            ``context_span`` (``lo``-``hi``) is narrower than its columns: past ``hi`` the
-            figure comes from columns no measurement made (their provenance says where from).
+        columns: ``(first, last)`` context columns of a grid that states the contexts its
+            measurements spanned (``context_span``, then ``lo``-``hi``). One column
+            (first = last) is read at every context: the line says the query was priced at
+            it, not extrapolated. Several: past ``hi`` the figure comes from columns no
+            measurement made (their provenance says where from).
         x_window: ``(W, W0)`` when the decode/verify grid's batch axis was read for a window
             ``W`` longer than the grid's ``W0``: the batch is then ``requests x W / W0``, the
             token work of the longer window (sim/cost_model.py ``step_s``), which can exceed
@@ -88,7 +87,6 @@ class GridExit:
     below: bool = False
     context_counts: str | None = None
     x_window: tuple[int, int] | None = None
-    flat: bool = False
     columns: tuple[float, float] | None = None
 
     @property
@@ -115,14 +113,14 @@ class GridExit:
                        f"{w}/{w0} on a grid timed at window {w0})")
         else:
             what, why = f"{grid} context", f" ({counts}; KV bytes read grow linearly with context)"
-            if self.columns is not None:
+            if self.columns is not None and self.columns[0] != self.columns[1]:
                 past = (f"past its last column {self.columns[1]:g}, extrapolated linearly"
                         if self.extent > self.columns[1] else
                         f"priced by its columns to {self.columns[1]:g}, which no measurement made")
                 return (f"warning: profile {self.profile}: {what} {self.extent:g} beyond the contexts its "
                         f"measurements spanned ({self.lo:g}-{self.hi:g}; {counts}): {past} "
                         "(the profile's provenance says where its growth with context comes from)")
-            if self.flat:
+            if self.columns is not None:   # one column, read flat
                 return (f"warning: profile {self.profile}: {what} {self.extent:g} beyond the contexts its one "
                         f"measured column spanned ({self.lo:g}-{self.hi:g}; {counts}): priced at that column, "
                         "so the KV read's growth with context is not in the figure; profile more context "

@@ -46,8 +46,8 @@ class Grid(BaseModel):
     its columns reach further than what was measured (the MI355X reference cells ran
     ~4K-token prompts with up to 3072 output tokens: their fitted column says nothing of
     32K contexts, and the second column is derived, sim/calibrate.py step 5). A query past
-    ``hi`` gets the range warning (:class:`sim.grid_range.GridExit` with ``span``); a grid of
-    one column is read at every context alike (``flat``). None: the columns are the
+    ``hi`` gets the range warning (:class:`sim.grid_range.GridExit` ``columns``); a grid of
+    one column is read at every context alike. None: the columns are the
     measured range.
     """
 

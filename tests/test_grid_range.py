@@ -315,7 +315,7 @@ def test_a_one_column_grid_is_flat_in_context_and_says_only_past_its_span(ctx, b
 
 
 def test_the_span_warning_says_the_column_was_read_flat():
-    line = GridExit("p", "gpu.verify", "context_len", 32750.0, 3890.0, 7170.0, flat=True).line()
+    line = GridExit("p", "gpu.verify", "context_len", 32750.0, 3890.0, 7170.0, columns=(0.0, 0.0)).line()
     assert "32750" in line and "3890-7170" in line and "priced at that column" in line
     assert "extrapolated" not in line
 
