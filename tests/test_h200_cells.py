@@ -109,3 +109,11 @@ def test_the_new_cells_differ_from_every_measured_one_where_they_say() -> None:
     assert lof["base"].server.schedule_policy == "lof" and lof["fcfs"].server.schedule_policy == "fcfs"
     q = lof["base"]
     assert q.workload.num_requests >= 2 * q.server.max_running_requests and q.workload.output_len.kind == "uniform"
+    # round 45's: priority classes with preemption, paired with the arm that never preempts
+    before = {**old, **{c: sc for c, sc in new.items() if gv.FIRST_ROUND[c] < 45}}
+    assert not [c for c, sc in before.items() if sc.server.enable_priority_scheduling]
+    pp = {a: load_scenario(CELLS / "priority-preempt.yaml", a) for a in ("base", "no_preempt")}
+    assert all(sc.server.enable_priority_scheduling for sc in pp.values())
+    assert not pp["base"].server.disable_priority_preemption and pp["no_preempt"].server.disable_priority_preemption
+    prios = pp["base"].workload.priorities
+    assert max(prios) - min(prios) > pp["base"].server.priority_scheduling_preemption_threshold

@@ -81,6 +81,13 @@ TINY = {
                     "server.max_prefill_tokens": 64},
     "lof-queue": {"workload.num_requests": 8, "server.max_running_requests": 4, "workload.input_len.value": 40,
                   "workload.output_len.value": 48, "workload.output_len.range_ratio": 0.25},
+    # round 45's: two priority classes behind 3 slots; base preempts, no_preempt does not. The
+    # arrivals are ~25 ms apart and the outputs long, so the first priority-20 arrival after three
+    # priority-0 ones finds them running under either clock (all at once, the priority order
+    # alone would admit the 20s first and nothing would be preempted)
+    "priority-preempt": {"workload.input_len.value": 40, "workload.output_len.value": 300,
+                         "workload.num_requests": 10, "workload.request_rate": 40.0,
+                         "server.max_running_requests": 3},
 }
 PLAN_COLS = ["mode", "part", "batch_size", "num_extend_tokens", "accepted_tokens", "decoding_reqs"]
 
@@ -136,6 +143,9 @@ def test_cell_runs_in_both_engines(cell: str) -> None:
             assert measured.summary["num_retractions"] == simulated.summary["num_retractions"]
         if cell == "kv-retract":
             assert measured.summary["num_retractions"] >= 1
+        if cell == "priority-preempt":  # a waiting priority-20 request preempts a running 0 in base only
+            for res in (measured, simulated):
+                assert (res.summary.get("num_preemptions", 0) >= 1) == (a == "base")
         if cell == "chunked-prefix":  # prompts of ~160 tokens in 64-token chunks: extends over a prefix
             assert (measured.steps["num_extend_tokens"] == 64).sum() >= 4
         if cell == "queue-chunked":  # the delay holds admissions in base only; prompts go in 3 chunks
