@@ -45,7 +45,7 @@ from specsched.analysis.calibrate_bench import (
     scale_profile,
 )
 from specsched.analysis.io import atomic_write_text
-from specsched.sim.bench_serving import read_bench, warn_notes
+from specsched.sim.bench_serving import read_bench_runs
 from specsched.sim.cli_types import positive_int
 from specsched.sim.errors import ConfigError
 from specsched.sim.profile import load_profile
@@ -236,8 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         raise ConfigError("<command line>", "runs_dirs", missing[0], "does not exist: give bench_serving files "
                           "(.jsonl) or folders of them")
     files = sorted({f for d in a.runs_dirs for f in ([d] if d.is_file() else d.rglob("*.jsonl"))})
-    read = [r for f in files for r in read_bench(f)]
-    warn_notes(note for r in read for note in r.notes)   # as calibrate --from says them, in file order
+    read = [r for f in files for r in read_bench_runs(f)]   # as calibrate --from reads them, in file order
     runs = sorted(read, key=load_key)
     train_runs, held_runs = split_by_load(runs)
     if not train_runs or not held_runs:

@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="markdown file to write")
     a = ap.parse_args(argv)
     from specsched.analysis.calibrate_bench import cases_from_runs, scale_profile
-    from specsched.sim.bench_serving import read_bench, warn_notes
+    from specsched.sim.bench_serving import read_bench_runs
     from specsched.sim.engine import run_scenario
     from specsched.sim.profile import load_profile
     from specsched.sim.results import write_results
@@ -123,8 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         for k, d in enumerate(run_dirs(a.results, tmp)):
             if keep is not None and _rate(d.name) not in keep:
                 continue
-            runs = read_bench(d / "bench_serving.jsonl")
-            warn_notes(note for r in runs for note in r.notes)   # as calibrate --from says them
+            runs = read_bench_runs(d / "bench_serving.jsonl")   # as calibrate --from reads them
             (tmp / f"case{k}").mkdir()
             case = cases_from_runs(runs, a.profile, a.scenario_template, tmp / f"case{k}", "details")[0]
             pred = tmp / f"pred{k}"

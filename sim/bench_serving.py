@@ -1423,6 +1423,23 @@ def read_bench_one(spec: str | Path) -> BenchRun:
     return runs[0]
 
 
+def read_bench_runs(path: str | Path) -> list[BenchRun]:
+    """Every run of the bench_serving result file ``path``, read as ``calibrate --from FILE``
+    reads a file given whole, for scripts that read sweep files themselves: a last line cut
+    short (a run killed while appending, or a file copied while bench_serving was writing it)
+    is left out (:func:`read_bench` ``left_out``), and that and each run's notes are said as
+    ``warning:`` lines on stderr (:func:`warn_notes`) once the file is read. Without the list
+    the cut line refused the file's every run.
+
+    Raises:
+        ConfigError: as :func:`read_bench`.
+    """
+    left_out: list[str] = []
+    runs = read_bench(path, left_out=left_out)
+    warn_notes([*left_out, *(note for r in runs for note in r.notes)])
+    return runs
+
+
 def warn_notes(notes: Iterable[str]) -> None:
     """Print each of the reader's notes (:attr:`BenchRun.notes`, :func:`read_bench`
     ``left_out``) as one ``warning:`` line on stderr: the way every command and script that

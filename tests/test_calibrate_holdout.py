@@ -251,3 +251,47 @@ def test_holdout_levels_prints_the_readers_notes_as_the_cli_does(tmp_path, capsy
     err = capsys.readouterr().err
     warned = [x for x in err.splitlines() if x.startswith("warning: ") and "bench_serving.jsonl:1: " in x]
     assert len(warned) == 1 and "output_throughput 90" in warned[0], err
+
+
+def _cut_file(p):
+    """A sweep file whose last run was cut while appended (a file copied while bench_serving
+    wrote it): one whole run, then the next run's line unfinished, without its newline."""
+    whole = json.dumps({**IMPOSSIBLE_LINE, "output_throughput": 40.0})
+    p.write_text(whole + "\n" + whole[:30])
+    return p
+
+
+def test_the_holdout_leaves_a_cut_last_line_out_as_the_cli_does(tmp_path, capsys):
+    """A last line cut short refused every run of the file in the hold-out; ``calibrate --from
+    FILE`` leaves it out with a ``warning:`` line and reads the runs before it."""
+    p = _cut_file(tmp_path / "runs.jsonl")
+    assert holdout.main([str(p), "--profile", "h200-1b"]) == 2   # one load: nothing to hold out
+    err = capsys.readouterr().err
+    assert f"warning: {p}:2: left out: the last line is cut short" in err, err
+    assert "found 1 run(s)" in err, err
+
+
+def test_holdout_levels_leaves_a_cut_last_line_out_as_the_cli_does(tmp_path, capsys, monkeypatch):
+    """As the hold-out: each run folder's bench_serving.jsonl is read with its cut last line left out."""
+    import specsched.analysis.calibrate_bench as cb
+
+    levels = load_benchmark("holdout_levels")
+    d = tmp_path / "runs" / "rate2-seed1-rep1"
+    d.mkdir(parents=True)
+    _cut_file(d / "bench_serving.jsonl")
+    (d / "steps.parquet").write_bytes(b"")
+    read = []
+
+    class Stop(Exception):
+        pass
+
+    def stop(runs, *a, **k):
+        read.append(runs)
+        raise Stop
+
+    monkeypatch.setattr(cb, "cases_from_runs", stop)
+    with pytest.raises(Stop):
+        levels.main([str(tmp_path / "runs"), "--profile", "h200-1b"])
+    err = capsys.readouterr().err
+    assert "bench_serving.jsonl:2: left out: the last line is cut short" in err, err
+    assert [len(r) for r in read] == [1]
