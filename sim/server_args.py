@@ -346,30 +346,54 @@ class ServerArgs(BaseModel):
             m._block_given = given
         return m
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _draft_steps_only_on_chains(cls, data: Any) -> Any:
-        """``speculative_num_steps`` given without a speculative algorithm is dropped, whatever
-        integer it is (0 and negatives too): sglang 0.5.23 ignores it there (the field is an
-        unchecked ``Optional[int]``, arg_groups/fields/spec.py; arg_groups/speculative_hook.py
-        ``handle_speculative_decoding`` dispatches per algorithm only, and nothing else reads
-        it), so this field's range (>= 1, a chain's) applies only with one. With a block drafter it is
-        kept as given, as ``speculative_eagle_topk`` is: SGLang overrides a value other than 1
-        to 1 with a logged warning (``_handle_dspark``, ``_handle_dflash``: "only supports
-        speculative_num_steps == 1"), which :func:`sim.defaults.block_drafter_resets` applies
-        and prints as a filled value. A block drafter reads neither field (its one draft
-        forward is :attr:`num_draft_forwards`), so the chain's step limits do not apply to it
-        (:meth:`_spec_window`)."""
-        steps = data.get("speculative_num_steps") if isinstance(data, dict) else None
-        if not isinstance(steps, int) or isinstance(steps, bool):
-            return data   # absent, or a value the field's own validator names
+    def _draft_params_as_sglang_reads_them(cls, data: Any, handler: Any) -> ServerArgs:
+        """The speculative keys as SGLang 0.5.23 reads them where it ignores them (a wrap
+        validator defined after the other two: pydantic runs it first, so they see which keys
+        are given as SGLang does).
+
+        - None in ``speculative_algorithm``, ``speculative_num_steps``, ``speculative_eagle_topk``
+          or ``speculative_num_draft_tokens`` is SGLang's unset (each an ``Optional`` field whose
+          default is None, arg_groups/fields/spec.py): dropped, so the key counts as not given
+          (no algorithm; a chain's own choice, :meth:`_auto_chain_params`; a block drafter's
+          fallback window). A pasted server-arguments dump writes them so.
+        - ``speculative_num_steps`` given without a speculative algorithm is dropped, whatever
+          integer it is (0 and negatives too): the field is an unchecked ``Optional[int]``,
+          arg_groups/speculative_hook.py ``handle_speculative_decoding`` dispatches per
+          algorithm only, and nothing else reads it, so this field's range (>= 1, a chain's)
+          applies only with one. With a block drafter it is kept as given, as
+          ``speculative_eagle_topk`` is: SGLang overrides a value other than 1 to 1 with a
+          logged warning (``_handle_dspark``, ``_handle_dflash``: "only supports
+          speculative_num_steps == 1"), which :func:`sim.defaults.block_drafter_resets`
+          applies and prints as a filled value. A block drafter reads neither field (its one
+          draft forward is :attr:`num_draft_forwards`), so the chain's step limits do not
+          apply to it (:meth:`_spec_window`).
+        - ``speculative_eagle_topk`` and ``speculative_num_draft_tokens`` without a speculative
+          algorithm at a value outside the fields' range (0, negatives, topk above 64, a window
+          above :data:`MAX_DRAFT_TOKENS`) are dropped: SGLang checks them only in the
+          per-algorithm hooks, and its readers outside them take 0 as unset
+          (arg_groups/memory_hook.py and model_executor/pool_configurator.py
+          ``speculative_num_draft_tokens or 1``); a value within the range stays as given (the
+          model reads neither without an algorithm: :attr:`spec_window` is 1). Said in no
+          line, as SGLang logs nothing for them."""
+        if not isinstance(data, dict):
+            return handler(data)
+        unset = [k for k in ("speculative_algorithm", *CHAIN_PARAM_KEYS) if k in data and data[k] is None]
+        if unset:
+            data = {k: v for k, v in data.items() if k not in unset}
         try:
             algo = SpecAlgorithm(str(data.get("speculative_algorithm", "none")).lower())
         except ValueError:
-            return data   # the field's own validator names the value
-        if not algo.enabled:
-            data = {k: v for k, v in data.items() if k != "speculative_num_steps"}
-        return data
+            return handler(data)   # the field's own validator names the value
+        if algo.enabled:
+            return handler(data)
+        ranges = {"speculative_num_steps": (None, None), "speculative_eagle_topk": (1, 64),
+                  "speculative_num_draft_tokens": (1, MAX_DRAFT_TOKENS)}
+        ignored = [k for k, (lo, hi) in ranges.items()
+                   if isinstance(v := data.get(k), int) and not isinstance(v, bool)
+                   and (lo is None or not lo <= v <= hi)]
+        return handler({k: v for k, v in data.items() if k not in ignored} if ignored else data)
 
     @model_validator(mode="before")
     @classmethod
@@ -509,7 +533,7 @@ class ServerArgs(BaseModel):
         if self.disaggregation is not None:
             self._check_roles()
         steps = self.speculative_num_steps
-        if steps is not None and not algo.is_block:   # a block drafter's is reset to 1 (_draft_steps_only_on_chains)
+        if steps is not None and not algo.is_block:   # a block drafter's is reset to 1 (_draft_params_as_sglang_reads_them)
             if steps >= MAX_DRAFT_TOKENS and self.speculative_eagle_topk in (None, 1):
                 # the window would be reset to steps + 1 (_chain_window_from_steps), past its limit
                 raise FieldError("server.speculative_num_steps", steps, f"at most {MAX_DRAFT_TOKENS - 1}: with "

@@ -87,6 +87,40 @@ def test_draft_steps_given_without_a_chain_drafter_load_as_sglang_resolves_them(
     assert s.num_draft_forwards == (0 if algo == "none" else 1)
 
 
+@settings(max_examples=30, deadline=None)
+@given(algo=st.sampled_from([{}, {"speculative_algorithm": "none"}, {"speculative_algorithm": None}]),
+       topk=st.one_of(st.none(), st.integers(-5, 0), st.integers(65, 1000)),
+       window=st.one_of(st.none(), st.integers(-5, 0), st.integers(65, 1000)))
+def test_topk_and_window_outside_their_range_without_an_algorithm_load_as_unset(algo, topk, window):
+    """SGLang 0.5.23 checks speculative_eagle_topk and speculative_num_draft_tokens only in its
+    per-algorithm hooks (arg_groups/speculative_hook.py ``handle_speculative_decoding``), and
+    its readers outside them take 0 as unset (``speculative_num_draft_tokens or 1``); None is
+    every speculative field's unset (arg_groups/fields/spec.py). Without an algorithm, topk 0
+    or a window of 0 was refused ('must be >= 1'), and so was a pasted dump's null; they
+    load as the keys left out."""
+    s = ServerArgs(**algo, speculative_eagle_topk=topk, speculative_num_draft_tokens=window)
+    assert s == ServerArgs()
+    assert s.model_fields_set <= {"speculative_algorithm"}
+
+
+def test_topk_and_window_within_their_range_without_an_algorithm_stay_as_given():
+    s = ServerArgs(speculative_eagle_topk=4, speculative_num_draft_tokens=8)
+    assert (s.speculative_eagle_topk, s.speculative_num_draft_tokens, s.spec_window) == (4, 8, 1)
+
+
+@settings(max_examples=20, deadline=None)
+@given(algo=st.sampled_from(["eagle", "eagle3", "nextn", "mtp", "standalone", "dspark", "dflash"]),
+       nulls=st.lists(st.sampled_from(["speculative_num_steps", "speculative_eagle_topk",
+                                       "speculative_num_draft_tokens"]), min_size=1, unique=True))
+def test_null_draft_params_with_an_algorithm_are_the_keys_left_out(algo, nulls):
+    """A null steps, topk or window is SGLang's unset: an EAGLE server given all three null
+    gets SGLang's own choice (``_auto_choose_speculative_params``), a DSpark server given a
+    null window its fallback window; both were refused ('must be >= 2')."""
+    s = ServerArgs(speculative_algorithm=algo, **dict.fromkeys(nulls))
+    assert s == ServerArgs(speculative_algorithm=algo)
+    assert s.model_fields_set == {"speculative_algorithm"}
+
+
 @settings(max_examples=10, deadline=None)
 @given(algo=st.sampled_from(["eagle", "eagle3", "nextn", "mtp", "standalone"]),
        given_keys=st.sampled_from([("speculative_num_draft_tokens",),
