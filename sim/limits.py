@@ -222,7 +222,7 @@ def check_fits(scenario: Scenario) -> None:
     """
     from specsched.sim.defaults import scenario_hardware
 
-    srv, w = scenario.server, scenario.workload
+    w = scenario.workload
     hw = scenario_hardware(scenario)   # the profile's hardware block, read once for both checks
     _check_hardware(scenario, hw)
     _check_dp_divides_tp(scenario)
@@ -240,6 +240,16 @@ def check_fits(scenario: Scenario) -> None:
                 specs = make_requests(w, scenario.seed, scenario.path or None)
             served_requests(scenario, specs, hw)   # the turns as the server cuts them
         return
+    try:
+        _check_largest_request(scenario, hw)
+    except ConfigError as e:
+        raise _from_histogram(scenario, e) from None
+
+
+def _check_largest_request(scenario: Scenario, hw: Hardware | None) -> None:
+    """:func:`check_fits` of a generated workload: its largest request against each server's
+    pool and the context length."""
+    srv, w = scenario.server, scenario.workload
     file = scenario_file(scenario)
     i, o = largest_request(scenario)
     # its output as SGLang cuts it (served_requests runs the cut); as asked where the cut leaves none
@@ -262,6 +272,18 @@ def check_fits(scenario: Scenario) -> None:
         raise ConfigError(e.file, e.key, o, f"SGLang cuts it to {o_served} (scheduler.py init_req_max_new_tokens), "
                           f"and {e.allowed}") from None
     _check_context(scenario, hw, i, o)   # the tokenizer rejects prompt + max_new_tokens past it: no cut
+
+
+def _from_histogram(scenario: Scenario, e: ConfigError) -> ConfigError:
+    """``e``, a refusal of ``workload.input_len`` or ``workload.output_len`` at its largest
+    value, naming the histogram file that value comes from where the length is a ``file``
+    histogram (the scenario states no such number: it was named as
+    ``workload.input_len = 5000`` with 5000 nowhere in the scenario); else ``e`` itself."""
+    w = scenario.workload
+    dist = {"workload.input_len": w.input_len, "workload.output_len": w.output_len}.get(e.key)
+    if dist is None or dist.kind != "file":
+        return e
+    return ConfigError(e.file, f"{e.key}.path", dist.path, f"its longest length is {e.value} tokens: {e.allowed}")
 
 
 def check_pool(scenario: Scenario) -> None:
@@ -290,7 +312,10 @@ def check_pool(scenario: Scenario) -> None:
     i, o = largest_request(scenario)
     # the output as SGLang cuts it (served_requests), as check_fits checks it
     o = int(trace_output_cut(scenario, np.array([i]), np.array([o]), scenario_hardware(scenario))[0])
-    check_request_pool(scenario_file(scenario), scenario.server, "server", i, o, w.ignore_eos)
+    try:
+        check_request_pool(scenario_file(scenario), scenario.server, "server", i, o, w.ignore_eos)
+    except ConfigError as e:
+        raise _from_histogram(scenario, e) from None
 
 
 def check_trace_rows(scenario: Scenario, hw: Hardware | None = None) -> None:

@@ -360,3 +360,21 @@ def test_the_lone_swa_walk_lags_a_pass_under_the_overlap_schedule():
         assert sc.server.swa_max_total_num_tokens == 310
         check_fits(sc)
         assert SimEngine(sc, tiny_profile()).run().summary["completed"] == 1
+
+
+@pytest.mark.parametrize("lengths", ["10,1\n5000,1\n", "10,1\n200000,1\n"])   # past the pool; past the context
+def test_a_histogram_length_past_the_limits_is_named_with_its_file(tmp_path, capsys, no_simulation, lengths):
+    """A generated workload's prompt past the pool or the context is refused before the run
+    (its lengths are the scenario's choice). From a ``file`` histogram the refusal named
+    ``workload.input_len = 5000``, a number the scenario does not hold; it names the
+    histogram file and its longest length, with the limit, in one line."""
+    (tmp_path / "lens.csv").write_text("length,weight\n" + lengths)
+    longest = int(lengths.strip().splitlines()[-1].split(",")[0])
+    err = _run(tmp_path, capsys, {"kind": "poisson", "request_rate": 4, "num_requests": 8,
+                                  "input_len": {"kind": "file", "path": "lens.csv"},
+                                  "output_len": {"kind": "fixed", "value": 20}},
+               {"max_total_num_tokens": 4096 if longest < 10000 else 800000})
+    assert len(err) == 1, err
+    assert err[0].startswith(f"specsched: error: {tmp_path / 's.yaml'}: workload.input_len.path = 'lens.csv': "
+                             f"its longest length is {longest} tokens: "), err[0]
+    assert ("max_total_num_tokens is 4096" if longest < 10000 else "context length 131072") in err[0]
