@@ -2,6 +2,6 @@
 
 import sys
 
-from specsched.cli import main
+from specsched.cli import script
 
-sys.exit(main())
+sys.exit(script())

@@ -198,7 +198,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     and writing the results make hundreds of thousands of objects and next to no
     garbage cycles, and the collections they set off were ~0.7 % of the command's
     instructions (docs/performance.md, ninth round). One run's worth of memory: nothing
-    accumulates.
+    accumulates. Run as the program (:func:`script`), the collector stays off to the end.
     """
     from specsched.sim.gc_pause import collector_paused
 
@@ -557,5 +557,38 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
+def script() -> int:
+    """The ``specsched`` program (the console script and ``python -m specsched``): :func:`main`
+    in a process that ends when it returns.
+
+    For ``run`` two settings of the process's own, both measured on the 256-request burst
+    (docs/performance.md, "Start-up of `specsched run`"):
+
+    - numpy's OpenBLAS starts a thread per further core when numpy is imported, and on a
+      2-core machine that thread spins ~60 ms of CPU waiting for work that a run never gives
+      it (no BLAS call of the simulator is large enough to be split), so
+      ``OPENBLAS_NUM_THREADS`` is 1 unless the environment sets it;
+    - the cyclic garbage collector stays off to the process's end and what is alive then is
+      frozen (``gc.freeze``): a collection after the run walks every object the imports and
+      the run made (~20 ms of CPU when the run's pause ends, ~18 ms more in the interpreter's
+      last collection at exit) to free some 1,400 objects of argparse's and the imports'
+      cycles, which the process's end returns anyway.
+
+    Other commands (many runs in one process, a device's measurement) keep both as they are.
+    Returns the exit status, as :func:`main`.
+    """
+    if _command_in(sys.argv[1:]) != "run":
+        return main()
+    import gc
+    import os
+
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    gc.disable()
+    try:
+        return main()
+    finally:
+        gc.freeze()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script())
