@@ -1746,8 +1746,9 @@ def _peaks(requests: Any, chunks: Any) -> dict[str, float]:
     n = np.ceil(float(finish.max()) - t0) + 1   # buckets 0 .. n - 1 (floats: no int64 overflow)
     lo = np.sort(np.floor(start - t0))
     hi = np.sort(np.minimum(np.floor(finish - t0) + 1, n))
-    # requests running in second b: started at or before b, not ended by it; the most are at a start
-    cand = np.unique(lo)
+    # requests running in second b: started at or before b, not ended by it; the most are at a start.
+    # lo's distinct values by its sort (np.unique would sort again and import numpy.ma, ~6 ms)
+    cand = lo[np.r_[True, lo[1:] != lo[:-1]]]
     conc = np.searchsorted(lo, cand, side="right") - np.searchsorted(hi, cand, side="right")
     out: dict[str, float] = {"max_concurrent_requests": int(conc.max())}
     if chunks is None or len(chunks) == 0:

@@ -100,7 +100,9 @@ class Scenario(BaseModel):
     reference: dict[str, dict[str, float]] = Field(default_factory=dict, description="Reference figures per arm, bench_serving keys.")
     path: str = ""
     # server arguments the loader filled with SGLang's hardware defaults (sim.defaults)
-    _resolved_defaults: list[Any] = pydantic.PrivateAttr(default_factory=list)
+    # (a default, copied for each instance, not default_factory=list: pydantic reads a factory's
+    # signature at each instance, and list's is parsed from text, ~3 ms on a run's first load)
+    _resolved_defaults: list[Any] = pydantic.PrivateAttr(default=[])
     # the server keys the file, its arm and overrides set (before the defaults were filled)
     _server_given: frozenset[str] = pydantic.PrivateAttr(default_factory=frozenset)
     # inert SGLang launch arguments the server blocks named, left out (sim.sglang_launch_args)

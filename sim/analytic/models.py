@@ -204,7 +204,8 @@ class ModelArch(BaseModel):
     ``num_layers - swa_pool_layers`` keep every token in the full pool. None: one pool.
     """
 
-    model_config = _FROZEN
+    # built at first use: `specsched run` imports this module for its architecture tables only
+    model_config = ConfigDict(**_FROZEN, defer_build=True)
 
     name: str
     source: str = ""
