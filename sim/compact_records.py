@@ -109,6 +109,12 @@ class StepTotals:
         verify_accepted / verify_decoding: sums over verify main rows (accept length).
         windows: per verify batch size, (intervals, seconds, tokens) over consecutive main
             verify rows of that size (:func:`sim.metrics.steady_verify_windows`).
+        max_decode_bs / decode_windows: the same for plain decode (main ``decode`` rows):
+            the largest decode batch, and per batch size (intervals, seconds) over
+            consecutive main decode rows of that size (:meth:`steady_decode_window`). A
+            run of k such rows counts k - 1 intervals and its last GPU end less its first
+            (one subtraction a run, so a closed-form stretch, which knows only where its
+            batch size changes, adds the very same floats as its rows one by one).
     """
 
     num_steps: int = 0
@@ -120,6 +126,9 @@ class StepTotals:
     verify_decoding: int = 0
     max_verify_bs: int = 0
     windows: dict[int, list[float]] = field(default_factory=dict)
+    max_decode_bs: int = 0
+    decode_windows: dict[int, list[float]] = field(default_factory=dict)
+    _decode_run: list | None = None  # the open run of main decode rows: [bs, rows, first end, last end]
     _prev_main: tuple[bool, int, float] | None = None  # (is verify, batch size, gpu end)
     _pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
 
@@ -146,6 +155,13 @@ class StepTotals:
         if end[-1] > self.last_end_s:
             self.last_end_s = float(end[-1])
         verify = mode == "verify"
+        if part == "main":
+            if mode == "decode":
+                cut = np.flatnonzero(bs[1:] != bs[:-1]) + 1
+                for a, b in zip([0, *cut.tolist()], [*cut.tolist(), n], strict=True):
+                    self._decode_rows(int(bs[a]), b - a, float(end[a]), float(end[b - 1]))
+            elif self._decode_run is not None:
+                self._close_decode_run()
         if not verify and part == "main":
             self._pending.append((start, end, blocked))     # summed in blocks (flush)
             if len(self._pending) >= 512:
@@ -175,13 +191,53 @@ class StepTotals:
                     w[2] += float(tok[sel].sum())
         self._prev_main = (verify, int(bs[-1]), float(end[-1]))
 
+    def _decode_rows(self, bs: int, k: int, first_end: float, last_end: float) -> None:
+        """``k`` consecutive main decode rows of batch size ``bs``, the first and the last
+        ending at ``first_end`` and ``last_end`` (s): they continue the open run of decode
+        rows if it has that batch size, else close it and open their own."""
+        if bs > self.max_decode_bs:
+            self.max_decode_bs = bs
+        r = self._decode_run
+        if r is not None and r[0] == bs:
+            r[1] += k
+            r[3] = last_end
+            return
+        if r is not None:
+            self._close_decode_run()
+        self._decode_run = [bs, k, first_end, last_end]
+
+    def _close_decode_run(self) -> None:
+        """Fold the open run of main decode rows into :attr:`decode_windows`."""
+        bs, k, first_end, last_end = self._decode_run
+        self._decode_run = None
+        if k > 1:
+            w = self.decode_windows.setdefault(bs, [0, 0.0])
+            w[0] += k - 1
+            w[1] += last_end - first_end
+
+    def steady_decode_window(self) -> tuple[int, float]:
+        """(intervals, seconds) of the steady plain-decode window: consecutive main decode
+        steps at the run's largest decode batch, with no other main launch between (the
+        plain counterpart of :meth:`steady_window`; an open run of such rows is counted as
+        its closing would count it). (0, 0.0) when no two decode steps at that batch
+        follow each other (a speculative run has none)."""
+        n, secs = self.decode_windows.get(self.max_decode_bs, (0, 0.0))
+        r = self._decode_run
+        if r is not None and r[0] == self.max_decode_bs and r[1] > 1:
+            n, secs = n + r[1] - 1, secs + (r[3] - r[2])
+        return int(n), float(secs)
+
     def add_decode_run(self, n: int, first_start: float, last_end: float, busy: float, blocked: float,
-                       last_bs: int) -> None:
+                       last_bs: int, pieces: list[tuple[int, int, float, float]]) -> None:
         """Add n rows of main decode launches (a closed-form stretch): the first row's GPU
         start and the last row's end (s), ``busy``: :attr:`busy_s` with each row's
         gpu_end_s - gpu_start_s already added in launch order (the sums of :meth:`add_one`,
         taken by the stretch's timeline); ``blocked``: the rows' host_blocked_s summed;
-        ``last_bs``: the last row's batch size."""
+        ``last_bs``: the last row's batch size; ``pieces``: the rows' runs of one batch
+        size in order, each (batch size, rows, first row's GPU end s, last row's GPU end s)
+        (:attr:`sim.plain_timeline.PlainTimes.pieces`), rows summing to n."""
+        for bs, k, first_end, piece_end in pieces:
+            self._decode_rows(bs, k, first_end, piece_end)
         self.num_steps += n
         if first_start < self.first_start_s:
             self.first_start_s = first_start
@@ -227,6 +283,15 @@ class StepTotals:
         self.host_blocked_s += blocked
         if part != "main":
             return
+        if mode == "decode":
+            r = self._decode_run   # inline :meth:`_decode_rows` for one row (the common case)
+            if r is not None and r[0] == bs:
+                r[1] += 1
+                r[3] = end
+            else:
+                self._decode_rows(bs, 1, end, end)
+        elif self._decode_run is not None:
+            self._close_decode_run()
         verify = mode == "verify"
         if verify:
             self.verify_accepted += acc

@@ -15,6 +15,7 @@ calls go to its recorder as before, and its launches are also summed into the se
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -42,11 +43,11 @@ class _TeeTotals:
         return self._own.busy_s
 
     def add_decode_run(self, n: int, first_start: float, last_end: float, busy: float, blocked: float,
-                       last_bs: int) -> None:
+                       last_bs: int, pieces: list[tuple[int, int, float, float]]) -> None:
         """:meth:`StepTotals.add_decode_run` on both sums (``busy``: the stream's new absolute sum)."""
         added = busy - self._own.busy_s
-        self._shared.add_decode_run(n, first_start, last_end, self._shared.busy_s + added, blocked, last_bs)
-        self._own.add_decode_run(n, first_start, last_end, busy, blocked, last_bs)
+        self._shared.add_decode_run(n, first_start, last_end, self._shared.busy_s + added, blocked, last_bs, pieces)
+        self._own.add_decode_run(n, first_start, last_end, busy, blocked, last_bs, pieces)
 
 
 class StreamRecorder:
@@ -132,6 +133,9 @@ def deployment_step_summary(prefill: list[StepTotals], decode: list[StepTotals],
       intervals / total steady seconds over the decode servers (so per server: one decode
       server's cycle rate and tokens/s, weighted by its time in the steady window). NaN
       when no decode server has a steady window (no speculative decoding).
+    - ``decode_steps_per_s``, ``decode_step_ms``: the same for plain decode steps
+      (:meth:`StepTotals.steady_decode_window`), pooled the same way; NaN with speculative
+      decoding.
     - ``accept_length``: tokens committed by verifies / requests decoding in them, summed
       over decode servers; ``host_blocked_s``: summed over decode servers.
     """
@@ -145,6 +149,13 @@ def deployment_step_summary(prefill: list[StepTotals], decode: list[StepTotals],
     out["verify_cycles_per_s"] = n / secs if secs > 0 else float("nan")
     out["decode_throughput"] = toks / secs if secs > 0 else float("nan")
     out["verify_wall_ms"] = 1000.0 * secs / n if n else float("nan")
+    n, secs = 0, 0.0
+    for st in decode:
+        wn, ws = st.steady_decode_window()
+        n, secs = n + wn, secs + ws
+    # math.nan itself (one object): a speculative run's summaries still compare equal
+    out["decode_steps_per_s"] = n / secs if secs > 0 else math.nan
+    out["decode_step_ms"] = 1000.0 * secs / n if n else math.nan
     acc, dec = sum(st.verify_accepted for st in decode), sum(st.verify_decoding for st in decode)
     out["accept_length"] = acc / dec if dec else float("nan")
     out["host_blocked_s"] = float(sum(st.host_blocked_s for st in decode))

@@ -6,7 +6,8 @@ chunk - start; TPOT = (E2E - TTFT) / (output_len - 1) for output_len > 1; throug
 tokens / duration, duration = first start to last finish. Stats in ms: mean, median, std,
 p90, p95, p99, max. Added: verify cycles/s (counted only while the batch is
 steady: consecutive verify steps of equal batch size), accept length, decode throughput in
-those windows, GPU busy fraction, host blocked time.
+those windows, decode steps/s of a run without speculative decoding (the same window over
+its plain decode steps), GPU busy fraction, host blocked time.
 """
 
 from __future__ import annotations
@@ -446,7 +447,10 @@ def _skipna_sum(x: np.ndarray) -> Any:
 def _step_summary_from_totals(st: StepTotals, out: dict[str, float]) -> None:
     """The step-derived summary keys (one definition for full and compact records):
     accept length = tokens committed by verify steps / requests decoding in them; verify
-    cycles/s, decode tok/s and verify wall time over the steady window; GPU busy fraction =
+    cycles/s, decode tok/s and verify wall time over the steady window; their plain-decode
+    counterparts, decode steps/s and wall per decode step, over the steady decode window
+    (:meth:`StepTotals.steady_decode_window`: consecutive main decode steps at the run's
+    largest decode batch, NaN in a speculative run); GPU busy fraction =
     summed forward time / span of the forwards; host blocked = summed blocked time."""
     st.flush()
     dec = st.verify_decoding
@@ -455,6 +459,10 @@ def _step_summary_from_totals(st: StepTotals, out: dict[str, float]) -> None:
     out["verify_cycles_per_s"] = n / secs if secs > 0 else float("nan")
     out["decode_throughput"] = toks / secs if secs > 0 else float("nan")
     out["verify_wall_ms"] = 1000.0 * secs / n if n else float("nan")
+    n, secs = st.steady_decode_window()
+    # math.nan itself (one object): a speculative run's summaries still compare equal
+    out["decode_steps_per_s"] = n / secs if secs > 0 else math.nan
+    out["decode_step_ms"] = 1000.0 * secs / n if n else math.nan
     if st.num_steps:
         span = st.last_end_s - st.first_start_s
         out["gpu_busy_fraction"] = st.busy_s / span if span > 0 else float("nan")

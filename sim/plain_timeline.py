@@ -69,9 +69,14 @@ class PlainTimes:
         busy: ``busy0`` plus E_j - S_j of the n iterations, added in order.
         s0, s_last, e_last, rw_last: GPU start of the first and the last iteration, the
             last GPU end, the last wait.
+        pieces: the n iterations' runs of one batch size, in order: (batch size,
+            iterations, GPU end of the first, GPU end of the last) (s), the iterations
+            summing to n (what the steady decode window needs:
+            :meth:`sim.compact_records.StepTotals.add_decode_run`).
     """
 
-    __slots__ = ("n", "T", "E", "S", "RW", "blocked", "blocked_rows", "busy", "s0", "s_last", "e_last", "rw_last")
+    __slots__ = ("n", "T", "E", "S", "RW", "blocked", "blocked_rows", "busy", "s0", "s_last", "e_last", "rw_last",
+                 "pieces")
 
 
 def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
@@ -109,7 +114,10 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
     one batch size and cost key (~10 iterations) starts with one lookup of its GPU seconds
     and its end (:func:`_segment`); inside it the iterations count to that end, and the
     context sum, an int, is set where the next segment starts (at the key's limit or the
-    next breakpoint), as the step-by-step sums give it.
+    next breakpoint), as the step-by-step sums give it. Where the batch size changes, the
+    GPU ends on either side are kept (:attr:`PlainTimes.pieces`): the first iteration of a
+    new batch size always takes the general iteration (its results are processed at the
+    old size), and the first iteration's end is the loop's own arithmetic done ahead.
     """
     stop = run.stop if limit is None else limit
     changes = run.changes
@@ -126,6 +134,11 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
         memo = {}
     hs, hl, _ = host(bs)
     ht = 0.0 if tail is None else tail(bs)
+    u = t0 + hs
+    u = u + hl
+    e_first = (e0 if e0 > u else u) + c       # iteration 0's GPU end, as the loop computes it
+    cuts: list[tuple[int, int, float]] = []   # (j, batch size from j on, GPU end of j - 1)
+    firsts: list[float] = []                  # GPU end of the first iteration after each cut
     pbs = run.pbs0
     hp = host(pbs)[2]
     ci = 0
@@ -202,15 +215,24 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
             out.blocked, out.blocked_rows, out.busy = blk + rw, rows, busy + (e - s)
             out.s0 = late.get(0, e0)
             out.s_last, out.e_last, out.rw_last = s, e, rw
+            if len(firsts) < len(cuts):
+                firsts.append(e)              # the last cut's first iteration is the last one
+            starts, sizes = [0, *(c[0] for c in cuts)], [run.bs0, *(c[1] for c in cuts)]
+            out.pieces = list(zip(sizes, [b - a for a, b in zip(starts, [*starts[1:], j], strict=True)],
+                                  [e_first, *firsts], [*(c[2] for c in cuts), e], strict=True))
             return out
         blk = blk + rw
         rows = rows + rw
         busy = busy + (e - s)
         ep = e
         if bs != pbs:                # iteration j processes P_{j-1}'s results
+            if j > 1:
+                firsts.append(e)     # iteration j - 1 is the first after a cut
             pbs = bs
             hp = host(pbs)[2]
         if j == nxt:
+            if nbs != bs:
+                cuts.append((j, nbs, e))
             bs = nbs
             ci += 1
             nxt, nbs, nbase = changes[ci] if ci < len(changes) else (-1, 0, 0)

@@ -26,6 +26,10 @@ def _text(value: Any, fmt: str) -> str:
         return str(value)
 
 
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def _row(label: str, value: Any, fmt: str = "{:.2f}") -> str:
     """One row as bench_serving prints it: ``"{:<40} {:<10}"`` (label and value left-aligned,
     the value padded to 10 characters)."""
@@ -207,6 +211,9 @@ def format_report(summary: dict[str, Any], reference: dict[str, float] | None = 
     out += [
         _line("Verify cycles/s (steady batch):", s("verify_cycles_per_s")),
         _line("Decode tok/s (steady batch):", s("decode_throughput")),
+        # the plain-decode counterpart of the verify cycles (a run without speculation)
+        *([_line("Decode steps/s (steady batch):", s("decode_steps_per_s"))]
+          if _finite(s("decode_steps_per_s")) else []),
         _line("GPU busy fraction:", s("gpu_busy_fraction"), "{:.3f}"),
         _line("Host blocked (s):", s("host_blocked_s")),
         _line("Delayed admission passes:", s("num_delayed_passes"), "{:d}"),

@@ -77,7 +77,7 @@ def plain_run(rec: Recorder, run: PlainRun, tm: PlainTimes, blocked0: float, wai
         rec.num_passes += n
         rec.num_steps += n
         rec.step_totals.add_decode_run(n, tm.s0, tm.e_last, tm.busy, blocked0 + tm.blocked_rows,
-                                       o.plan.batch_size)
+                                       o.plan.batch_size, tm.pieces)
         rec.deliver_ones(T[1 : n + 1], *o.deliver)
     done = []
     rids, fin = run.rid_list, run.fin

@@ -148,7 +148,16 @@ def _check_walk(run: PlainRun, seed: int) -> None:
             rows += full.RW[j]
     assert (full.blocked, full.blocked_rows, full.busy) == (blocked, rows, busy)
     assert (full.s0, full.s_last, full.rw_last) == (full.S[0], full.S[n - 1], full.RW[n - 1])
+    # the runs of one batch size with their first and last GPU ends, as the rows give them
+    sizes, pieces = run.batch_sizes(n), []
+    for j in range(n):
+        if pieces and pieces[-1][0] == sizes[j]:
+            pieces[-1] = (sizes[j], pieces[-1][1] + 1, pieces[-1][2], full.E[j])
+        else:
+            pieces.append((sizes[j], 1, full.E[j], full.E[j]))
+    assert full.pieces == pieces
     lean = walk(*args)
+    assert lean.pieces == pieces
     assert (lean.n, lean.T[: n + 1], lean.e_last) == (n, full.T[: n + 1], full.E[n - 1])
     assert (lean.blocked, lean.blocked_rows, lean.busy, lean.s0, lean.s_last, lean.rw_last) == (
         blocked, rows, busy, full.s0, full.s_last, full.rw_last)
