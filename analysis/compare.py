@@ -60,7 +60,7 @@ def aborted_note(samples: pd.DataFrame) -> str | None:
             "are, so an arm that rejects more looks faster")
 
 
-HIGHER_IS_BETTER = ("throughput", "verify_cycles_per_s", "accept_length", "gpu_busy_fraction", "completed")
+HIGHER_IS_BETTER = ("throughput", "verify_cycles_per_s", "decode_steps_per_s", "accept_length", "gpu_busy_fraction", "completed")
 """Metric name fragments where an increase is an improvement (else lower is better)."""
 
 TABLE_COLUMNS = ("metric", "base_arm", "arm", "n_seeds", "base_value", "arm_value", "change_pct",

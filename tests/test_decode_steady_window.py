@@ -113,3 +113,11 @@ def test_a_plain_deployment_pools_its_decode_servers_windows():
     assert math.isfinite(fast["decode_steps_per_s"]) and math.isnan(fast["verify_cycles_per_s"])
     assert fast["decode_steps_per_s"] == pytest.approx(step["decode_steps_per_s"], rel=1e-12)
     assert fast["decode_step_ms"] == pytest.approx(1000.0 / fast["decode_steps_per_s"], rel=1e-12)
+
+
+def test_more_decode_steps_per_second_is_better_in_a_comparison():
+    from specsched.analysis import compare
+
+    row = {"metric": "decode_steps_per_s", "change_pct": 3.0, "ci_low_pct": 2.0, "ci_high_pct": 4.0, "noise_pct": 0.5}
+    assert compare.verdict(row) == "better"
+    assert compare.verdict({**row, "metric": "decode_step_ms"}) == "worse"
