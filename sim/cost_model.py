@@ -777,8 +777,11 @@ class CostModel:
                 notes.append(GridExit(name, interp.name, axis, float(q), lo, hi,
                                       context_counts=counts, columns=(float(pts[0]), float(pts[-1])) if span else None,
                                       x_window=(self.window, self.ref_window) if longer and axis == "x" else None))
-            if interp is self.extend or interp is self.inject:
-                for axis, q in interp.below.items():
+            for axis, q in interp.below.items():
+                if axis == "context_len":   # under the grid's context_span (GridInterp._note_context)
+                    notes.append(GridExit(name, interp.name, axis, float(q), *interp.span, below=True,
+                                          context_counts=counts, columns=(float(interp.c[0]), float(interp.c[-1]))))
+                elif interp is self.extend or interp is self.inject:
                     notes.append(GridExit(name, interp.name, axis, float(q), float(interp.x[0]), float(interp.x[-1]),
                                           below=True))
         if self.decode_via_verify:

@@ -58,8 +58,10 @@ class GridExit:
         context_counts: what the context axis counted for this query, where it is not
             :data:`AXIS_NAMES`'s (a ``padded_max`` profile reads its decode/verify grid at the
             batch's padded attention width, not at a request's context).
-        below: the query fell under the first point (the extend and injection grids' token
-            axis only, :meth:`sim.cost_model.CostModel.range_notes`): the grid continues the
+        below: the query fell under the first point: on the context axis, under the
+            ``context_span`` a grid states (its ``lo``-``hi``; any grid), where no
+            measurement was made either; on the token axis (the extend and injection grids
+            only, :meth:`sim.cost_model.CostModel.range_notes`) the grid continues the
             line through its points up to twice the first (a fixed cost plus a per-token one,
             :class:`sim.profile.GridInterp`), at most the first point's time. Each forward
             still runs every layer, graph piece and eager attention kernel whatever its
@@ -101,6 +103,15 @@ class GridExit:
         x_name, counts = AXIS_NAMES.get(self.grid, ("x", "tokens per request"))
         counts = self.context_counts or counts
         grid = self.grid.removeprefix("gpu.").replace("_", " ")
+        if self.below and self.axis == "context_len":
+            first, last = self.columns or (self.lo, self.hi)
+            how = ("priced at its one column, so the KV read's change with context is not in the figure"
+                   if first == last else
+                   f"extrapolated linearly below its first column {first:g}" if self.extent < first else
+                   f"priced by its columns from {first:g}, which no measurement made")
+            return (f"warning: profile {self.profile}: {grid} context {self.extent:g} below the contexts its "
+                    f"measurements spanned ({self.lo:g}-{self.hi:g}; {counts}): {how} "
+                    "(the profile's provenance says where its growth with context comes from)")
         if self.below:
             return (f"warning: profile {self.profile}: {grid} {x_name} {self.extent:g} below the profile's grid "
                     f"({self.lo:g}-{self.hi:g}): extrapolated by the line through its first doubling, "

@@ -46,9 +46,9 @@ class Grid(BaseModel):
     its columns reach further than what was measured (the MI355X reference cells ran
     ~4K-token prompts with up to 3072 output tokens: their fitted column says nothing of
     32K contexts, and the second column is derived, sim/calibrate.py step 5). A query past
-    ``hi`` gets the range warning (:class:`sim.grid_range.GridExit` ``columns``); a grid of
-    one column is read at every context alike. None: the columns are the
-    measured range.
+    ``hi``, or under ``lo``, gets the range warning (:class:`sim.grid_range.GridExit`
+    ``columns``); a grid of one column is read at every context alike. None: the columns
+    are the measured range.
     """
 
     model_config = _STRICT
@@ -106,7 +106,8 @@ class GridInterp:
     ``above``: per axis (``x``, ``context_len``), the largest query beyond the measured
     range so far (for the range warning, :meth:`sim.cost_model.CostModel.range_notes`).
     ``below``: the smallest ``x`` query under the first measured point so far (the same
-    warning, for the extend and injection grids' token axis).
+    warning, for the extend and injection grids' token axis), and the smallest context
+    under the first of a ``context_span`` (``context_len``).
     """
 
     __slots__ = ("name", "x", "c", "v", "_xl", "_cl", "_vl", "_low", "_cache", "above", "below", "span", "_peeked")
@@ -216,6 +217,10 @@ class GridInterp:
         hi = self.span[1] if self.span is not None else (self.c[-1] if len(self.c) > 1 else None)
         if hi is not None and c > hi and c > self.above.get("context_len", 0.0):
             self.above["context_len"] = c
+        # under the contexts a grid says its measurements spanned: no measurement there either
+        # (a grid without a span starts its measured range at its first column)
+        elif self.span is not None and c < self.span[0] and c < self.below.get("context_len", float("inf")):
+            self.below["context_len"] = c
 
     def row_shifted(self, x: float, context: float, shift: np.ndarray) -> float:
         """Like a call at ``(x, context)``, but row ``i`` is read at column

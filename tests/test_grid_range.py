@@ -363,3 +363,58 @@ def test_the_mi355x_cells_stay_in_their_span_and_a_32k_prompt_leaves_it(tmp_path
     lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("warning")]
     assert any("verify context" in x and "3890-7170" in x for x in lines), lines
     assert any("extend context" in x and "1940-2050" in x for x in lines), lines
+
+
+# Under the span: contexts shorter than any measurement made are said the same way, once, at
+# the smallest context reached
+@given(st.floats(0, 1e5))
+@settings(max_examples=60, deadline=None)
+def test_a_context_under_the_span_is_noted_at_its_smallest(ctx):
+    from specsched.sim.profile import Grid
+
+    g = Grid.model_validate({"x": [1, 8], "context_len": [4500.0, 32768.0], "seconds": [[1e-3, 2e-3], [2e-3, 4e-3]],
+                             "context_span": [3890.0, 7170.0]})
+    interp, plain = g.interpolator("gpu.verify"), g.model_copy(update={"context_span": None}).interpolator("gpu.verify")
+    interp(8, 5000.0)
+    interp(8, ctx)
+    plain(8, ctx)
+    under = round(ctx, -1) < 3890.0
+    assert interp.below.get("context_len") == (round(ctx, -1) if under else None)
+    assert "context_len" not in plain.below   # no span: the columns are the measured range
+    assert interp(8, 100.0) <= interp(8, 3000.0)   # priced as before: the first segment's slope
+
+
+def test_the_under_span_line_names_axis_value_and_span():
+    flat = GridExit("p", "gpu.verify", "context_len", 1200.0, 81350.0, 687410.0, below=True, columns=(0.0, 0.0)).line()
+    low = GridExit("p", "gpu.verify", "context_len", 250.0, 3890.0, 7170.0, below=True, columns=(4500.0, 32768.0)).line()
+    mid = GridExit("p", "gpu.extend", "context_len", 1000.0, 1200.0, 2050.0, below=True, columns=(900.0, 32768.0)).line()
+    assert flat == ("warning: profile p: verify context 1200 below the contexts its measurements spanned "
+                    "(81350-687410; tokens per request): priced at its one column, so the KV read's change with "
+                    "context is not in the figure (the profile's provenance says where its growth with context "
+                    "comes from)")
+    assert "verify context 250 below" in low and "(3890-7170;" in low and "below its first column 4500" in low
+    assert "extend context 1000 below" in mid and "from 900, which no measurement made" in mid
+    a, b = (GridExit("p", "gpu.verify", "context_len", v, 3890.0, 7170.0, below=True, columns=(4500.0, 32768.0))
+            for v in (250.0, 800.0))
+    c = GridExit("p", "gpu.verify", "context_len", 9000.0, 3890.0, 7170.0, columns=(4500.0, 32768.0))
+    assert merged([b, c, a]) == [c, a]   # the smallest under, the largest past: two lines
+
+
+def test_a_short_prompt_on_the_mi355x_profile_says_it_ran_under_the_span(tmp_path, capsys):
+    from tests.conftest import ROOT
+
+    doc = yaml.safe_load((ROOT / "scenarios" / "batch8-ll.yaml").read_text())
+    doc["profile"] = str(ROOT / "profiles" / "mi355x-dsv41-flash-tp4.yaml")
+    doc["workload"]["output_len"] = {"kind": "fixed", "value": 64}
+    doc["workload"]["input_len"] = {"kind": "fixed", "value": 256}
+    doc["arms"] = {"base": {}}
+    doc.pop("reference", None)
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    assert main(["run", str(p), "--out", str(tmp_path / "a")]) == 0
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("warning")]
+    verify = [x for x in lines if x.startswith("warning: profile mi355x-dsv41-flash-tp4: verify context ")]
+    extend = [x for x in lines if x.startswith("warning: profile mi355x-dsv41-flash-tp4: extend context ")]
+    assert len(verify) == 1 and "below the contexts its measurements spanned (3890-7170;" in verify[0], lines
+    assert len(extend) == 1 and "below the contexts its measurements spanned (1940-2050;" in extend[0], lines
+    assert float(verify[0].split("verify context ")[1].split()[0]) < 300   # the smallest: a 256-token prompt
