@@ -7,6 +7,8 @@ one factor per group keeps each grid's measured shape):
 - ``prefill``: ``gpu.extend``, ``gpu.draft_inject``, ``gpu.draft_inject_per_token_s``
   (prefill / extend forwards);
 - ``decode``: ``gpu.verify``, ``gpu.decode``, ``gpu.draft_step`` (decode / verify forwards);
+  refused for runs without speculative decoding on a profile with no ``gpu.decode``, whose
+  plain decode is read from ``gpu.verify`` (:func:`refuse_decode_via_verify`);
 - ``host``: every host term ``host.speed_factor`` scales (:data:`sim.host_speed.SCALED_TERMS`:
   the scheduler's work, launch calls, the extends' and injections' kernel issue, idle
   leads, slot expansion, wake-up, eager kernel issue): a host that runs the loop's Python
@@ -219,6 +221,38 @@ def scale_profile(profile: Any, factors: dict[str, float]) -> Any:
             raise ConfigError(profile.path or profile.name, "--params", name,
                               f"no numeric or grid value to scale; groups: {', '.join(GROUPS)} or a dotted profile key")
     return Profile.model_validate(data)
+
+
+def refuse_decode_via_verify(params: Sequence[str], profile: Any, cases: list[FitCase]) -> None:
+    """Refuse a ``decode`` factor fitted to runs that decode plainly on a profile with no
+    ``gpu.decode``.
+
+    Such a profile prices each plain decode step as a verify of window 1 on its
+    ``gpu.verify`` (sim/cost_model.py ``CostModel.decode_via_verify``): a profile fitted on
+    speculative runs only, such as the MI355X reference's. The ``decode`` group scales
+    ``gpu.verify`` and ``gpu.draft_step`` (there is no decode grid to scale), so plain runs
+    would move every speculative prediction of the profile by what a plain decode step
+    measured, and the verify's own sampling and acceptance work, which the window-1 price
+    keeps, would be fitted into the verify grid. A dotted key the user names (``gpu.verify``)
+    is theirs to scale and is not refused.
+
+    Raises:
+        ConfigError: ``decode`` is among ``params``, the profile has a ``gpu.verify`` but no
+            ``gpu.decode``, and a case's server runs no speculative decoding (the first such
+            run is named).
+    """
+    g = profile.gpu
+    if "decode" not in params or g.decode is not None or g.verify is None:
+        return
+    plain = [c for c in cases if not c.scenario.server.speculative_algorithm.enabled]
+    if not plain:
+        return
+    raise ConfigError(profile.path or profile.name, "--params", "decode",
+                      f"the profile has no gpu.decode, so the plain decode of {plain[0].run.source}"
+                      f"{f' and {len(plain) - 1} other run(s)' if len(plain) > 1 else ''} is priced from its "
+                      "gpu.verify at window 1, and a decode factor would rescale gpu.verify and every speculative "
+                      "prediction with it: time decode steps (specsched profile) and give them as gpu.decode, fit "
+                      "without decode (--params prefill,host), or fit speculative runs")
 
 
 @dataclass
@@ -945,9 +979,12 @@ def fit(cases: list[FitCase], profile: Any, params: Sequence[str], *, seeds: int
             as given (metrics missing: 1).
 
     Raises:
-        ConfigError: a parameter the profile does not have, or whose values are all 0 there.
+        ConfigError: a parameter the profile does not have, or whose values are all 0 there;
+            ``decode`` for runs without speculative decoding on a profile with no
+            ``gpu.decode`` (:func:`refuse_decode_via_verify`).
     """
     scale_profile(profile, {p: 1.0 for p in params})   # fail fast on a bad name
+    refuse_decode_via_verify(params, profile, cases)
     same = profile.model_dump(mode="json")
     for p in params:   # a parameter whose every value is 0 here: no factor moves it
         if not p.startswith(EFFICIENCY_PREFIX) and scale_profile(profile, {p: 2.0}).model_dump(mode="json") == same:
@@ -1534,6 +1571,7 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         cases = cases_from_runs(runs, args.profile, args.scenario_template, Path(tmp), args.arrivals,
                                 agentic_args(args))
+        refuse_decode_via_verify(params, profile, cases)   # before anything is said or simulated
         from specsched.analysis.bench_cli import check_built_fits
         from specsched.analysis.from_bench import SETUP_MISMATCH
 

@@ -190,8 +190,8 @@ class DecodeFromVerify:
         return (f"warning: profile {self.profile}: no gpu.decode, so each plain decode step is priced as a "
                 f"verify of window 1 on gpu.verify (its token work at batch x 1/{self.window}, each request's "
                 f"KV read kept) {draft}; a verify's own sampling and acceptance work stays in: time decode "
-                f"steps (specsched profile) and give them as gpu.decode to price them (calibrate --params decode "
-                f"would rescale gpu.verify with them)")
+                f"steps (specsched profile) and give them as gpu.decode to price them (calibrate --from refuses a "
+                f"decode factor for runs like this one: it would rescale gpu.verify)")
 
 
 @dataclass(frozen=True)

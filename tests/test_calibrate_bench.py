@@ -1167,3 +1167,46 @@ def test_a_dp_attention_logs_running_requests_are_a_ranks(tmp_path, capsys):
     lines = format_log_summary(prefill_summary(log), 2)
     assert any(x.startswith("Max running requests (per DP rank):") and x.endswith(" 100") for x in lines)
     assert any(x.startswith("DP-attention ranks:") and x.endswith(" 2") for x in lines)
+
+
+def _mi355x_line(algorithm: str) -> dict:
+    """A short batch of 4 on the MI355X profile (which times no decode forward: plain decoding
+    is read from its gpu.verify at window 1), with or without speculative decoding."""
+    from specsched.sim.config import load_scenario
+
+    sc = load_scenario(ROOT / "scenarios" / "batch8-ll.yaml")
+    sc = with_value(with_value(sc, "workload.num_requests", 4), "workload.output_len.value", 32)
+    if algorithm == "none":
+        sc = with_value(sc, "server.speculative_algorithm", "none")
+    return bench_record(run_scenario(sc, seed=3), details=False)
+
+
+@pytest.mark.parametrize("params", ["decode", "prefill,decode,host"])
+def test_a_decode_fit_of_plain_runs_on_a_profile_without_a_decode_grid_is_refused(tmp_path, capsys, monkeypatch,
+                                                                                    params):
+    """Plain decoding on a profile with no gpu.decode is priced from gpu.verify at window 1
+    (sim/cost_model.py ``decode_via_verify``): the decode group would rescale gpu.verify
+    (and gpu.draft_step) from runs that never verified, and every speculative prediction
+    with them. Refused in one line before anything runs, naming what to do; nothing written."""
+    monkeypatch.chdir(tmp_path)
+    f = tmp_path / "runs.jsonl"
+    f.write_text(json.dumps(_mi355x_line("none")) + "\n")
+    capsys.readouterr()   # the measured run's own lines
+    assert main(["calibrate", "--from", str(f), "--profile", "mi355x-dsv41-flash-tp4", "--params", params,
+                 "--seeds", "1", "--max-evals", "2", "--out", "o.yaml"]) == 2
+    cap = capsys.readouterr()
+    assert "eval" not in cap.out
+    err = cap.err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "--params = 'decode'" in err[0] and "no gpu.decode" in err[0] and "runs.jsonl:1" in err[0], err
+    assert "gpu.verify" in err[0] and "specsched profile" in err[0], err
+    assert not (tmp_path / "o.yaml").exists()
+
+
+def test_a_decode_fit_of_speculative_runs_on_that_profile_still_scales_the_verify_grid(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    f = tmp_path / "runs.jsonl"
+    f.write_text(json.dumps(_mi355x_line("dspark")) + "\n")
+    assert main(["calibrate", "--from", str(f), "--profile", "mi355x-dsv41-flash-tp4", "--params", "decode",
+                 "--seeds", "1", "--max-evals", "2", "--out", "o.yaml"]) == 0
+    assert (tmp_path / "o.yaml").exists()
