@@ -47,7 +47,7 @@ from specsched.runtime.model import PRESETS, LlamaProxy, ModelRunner, draft_pres
 from specsched.runtime.runner import CTX_BUCKET_STEP, engine_context_width
 from specsched.sim.acceptance import AcceptanceModel
 from specsched.sim.admission import make_policy
-from specsched.sim.config import Scenario, SyncMode
+from specsched.sim.config import Scenario, SyncMode, draft_tree
 from specsched.sim.defaults import scenario_hardware
 from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.engine import IDLE_PASSES, Stalled
@@ -429,7 +429,8 @@ class RuntimeEngine(LoopHost):
     # ------------------------------------------------------------------ state
     def _reset_run_state(self) -> None:
         srv = self.server
-        self.acceptance = AcceptanceModel(self.scenario.acceptance, self.window, self.seed)
+        self.acceptance = AcceptanceModel(self.scenario.acceptance, self.window, self.seed,
+                                          draft_tree(self.server))
         # every request's accept draws made here, off the clock: drawn lazily, a request's
         # first draw ran inside its first verify's launch call (AcceptanceModel.prepare says
         # what it cost); a verify commits at least one token, so output_len cycles suffice

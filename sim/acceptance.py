@@ -20,6 +20,7 @@ import math
 import numpy as np
 from specsched.sim import seed_streams
 from specsched.sim.acceptance_config import AcceptanceConfig
+from specsched.sim.draft_tree import tree_mean, tree_rates
 
 _BLOCK = 256
 _HERMITE = np.polynomial.hermite_e.hermegauss(32)
@@ -143,15 +144,21 @@ def brentq(f, a: float, b: float, xtol: float = 2e-12, rtol: float = BRENTQ_RTOL
     raise RuntimeError(f"brentq: no convergence in {maxiter} iterations")
 
 
-def _population_mean(base_logits: np.ndarray, spread: float) -> float:
-    """E over z ~ N(0,1) of the mean accept length with logits shifted by spread x z.
+def _population_mean(base_logits: np.ndarray, spread: float,
+                     tree_at: tuple[float, int, int] | None = None) -> float:
+    """E over z ~ N(0,1) of the mean accept length with logits shifted by spread x z;
+    with ``tree_at`` = (sibling_rate, topk, num_draft_tokens), on that draft tree
+    (:func:`sim.draft_tree.tree_mean` of each node's rank-1 rates).
 
     Every quadrature node at once: row i is node i's rates, and each row's running
     product and sum are the operations :func:`mean_accept_length` makes on that node alone
     (the same floats; tests/test_sim_speed_equivalence.py checks it bit for bit)."""
     nodes, weights = _HERMITE
     rates = expit(np.asarray(base_logits, dtype=float)[None, :] + spread * nodes[:, None])
-    means = 1.0 + np.cumprod(rates, axis=1).sum(axis=1)
+    if tree_at is None:
+        means = 1.0 + np.cumprod(rates, axis=1).sum(axis=1)
+    else:
+        means = np.array([tree_mean(r, *tree_at) for r in rates])
     return float(np.dot(weights, means) / weights.sum())
 
 
@@ -183,12 +190,15 @@ def extend_rates(rates: np.ndarray, gamma: int, decay: float) -> np.ndarray:
     return np.concatenate([rates, tail])
 
 
-def logits_for_mean(target: float, window: int, spread: float, decay: float = 1.0) -> np.ndarray:
+def logits_for_mean(target: float, window: int, spread: float, decay: float = 1.0,
+                    tree_at: tuple[float, int, int] | None = None) -> np.ndarray:
     """Logits of per-position rates p_i = p_1 x decay^(i-1), i = 1..window-1, with p_1
     solved so that the population mean accept length at ``window`` (request levels spread
     in logit space) is ``target``. decay 1: a constant conditional rate, i.e. a truncated
     geometric accept length, in which position k adds p^k: the diminishing returns of a
-    longer window. Shape (window - 1,).
+    longer window. With ``tree_at`` = (sibling_rate, topk, num_draft_tokens) the rates are
+    a draft's rank-1 rates and the mean is the one that draft tree accepts
+    (sim/draft_tree.py). Shape (window - 1,).
 
     Raises:
         ValueError: ``target`` outside [1, window], or out of reach with this decay.
@@ -207,7 +217,7 @@ def logits_for_mean(target: float, window: int, spread: float, decay: float = 1.
             return np.full(gamma, x)
         return logit(np.clip(expit(x) * np.exp(shape), 1e-12, 1 - 1e-12))
 
-    f = lambda x: _population_mean(base_logits(x), spread) - target  # noqa: E731
+    f = lambda x: _population_mean(base_logits(x), spread, tree_at) - target  # noqa: E731
     if f(30.0) < 0:
         raise ValueError(f"mean_accept_length {target} is out of reach at window {window} with rate_decay {decay}")
     return base_logits(brentq(f, -30.0, 30.0, xtol=1e-10))
@@ -236,18 +246,34 @@ class AcceptanceModel:
     falling (``cfg.rate_decay``) or stay at the last rate. Old scenarios (no ``window``)
     are unchanged.
 
+    A chain drafter's draft tree (``tree``, with ``cfg.sibling_rate`` given) turns each
+    request's per-depth rank-1 rates into the tree's accept length (sim/draft_tree.py
+    :func:`~sim.draft_tree.tree_rates`), drawn as the same per-position form; a stated mean
+    is solved on the tree it was measured on (``cfg.tree``, else ``tree``). Without
+    ``sibling_rate`` the tree changes nothing here (the stated rates per depth).
+
     Args:
         cfg: the scenario's acceptance section.
         window: verify window (gamma + 1); accept lengths lie in 1..window.
         seed: the run seed. Request ``rid``'s draws come from the key ``[seed, tag, rid]``,
             ``tag`` by ``cfg.seed_key`` (sim/seed_streams.py ``ACCEPT``, ``SHARED_ACCEPT``).
+        tree: ``(speculative_eagle_topk, speculative_num_draft_tokens)`` of the run's chain
+            drafter (sim.config.draft_tree), or None (a block drafter, or no speculation).
 
     Raises:
         ValueError: ``mean_accept_length`` outside [1, measured window].
     """
 
-    def __init__(self, cfg: AcceptanceConfig, window: int, seed: int) -> None:
+    def __init__(self, cfg: AcceptanceConfig, window: int, seed: int,
+                 tree: tuple[int, int] | list[int] | None = None) -> None:
         self.window = window
+        measured = tuple(cfg.tree) if cfg.tree is not None else (tuple(tree) if tree is not None else None)
+        # the tree model only where a tree is wider than a chain: a chain's draws stay the
+        # stated rates' own, bit for bit
+        self.sibling_rate = cfg.sibling_rate
+        self.tree = (tuple(tree) if cfg.sibling_rate is not None and tree is not None and measured is not None
+                     and max(tree[0], measured[0]) > 1 else None)
+        self.measured_tree = measured if self.tree is not None else None
         self.seed = seed
         self.spread = cfg.request_spread
         self.tag = seed_streams.ACCEPT if cfg.seed_key == "accept" else seed_streams.SHARED_ACCEPT
@@ -270,7 +296,8 @@ class AcceptanceModel:
             self.base_logits = logit(np.clip(rates, 1e-6, 1 - 1e-6))
         else:
             target = cfg.mean_accept_length if cfg.mean_accept_length is not None else 1.0
-            logits = logits_for_mean(target, ref, self.spread, cfg.rate_decay)
+            tree_at = None if self.measured_tree is None else (self.sibling_rate, *self.measured_tree)
+            logits = logits_for_mean(target, ref, self.spread, cfg.rate_decay, tree_at)
             if ref != window:
                 logits = logit(np.clip(extend_rates(expit(logits), gamma, cfg.rate_decay), 1e-12, 1 - 1e-12))
             self.base_logits = logits
@@ -286,7 +313,8 @@ class AcceptanceModel:
         """Population mean accept length (over request levels)."""
         if self.window <= 1:
             return 1.0
-        return _population_mean(self.base_logits, self.spread)
+        tree_at = None if self.tree is None else (self.sibling_rate, *self.tree)
+        return _population_mean(self.base_logits, self.spread, tree_at)
 
     def _rng(self, rid: int) -> np.random.Generator:
         g = self._rngs.get(rid)
@@ -295,6 +323,8 @@ class AcceptanceModel:
             self._rngs[rid] = g
             self._levels[rid] = float(g.standard_normal())
             self._rates[rid] = expit(self.base_logits + self.spread * self._levels[rid])
+            if self.tree is not None:
+                self._rates[rid] = tree_rates(self._rates[rid], self.sibling_rate, *self.tree)
             self._draws[rid] = np.zeros(0, dtype=np.int64)
         return g
 

@@ -49,6 +49,7 @@ class AcceptanceConfig(BaseModel):
     request_spread: float = Field(0.0, ge=0.0, le=5.0, description="Std of the per-request logit shift.")
     window: int | None = Field(None, ge=2, le=64, description="Verify window the acceptance was measured at (None: the scenario's window; an arm, --set or sweep axis that moves the window carries the rates from the file's window, as if it were given). A run at a longer window says in one warning line that its later positions' rates are continued (rate_decay), not measured.")
     tree: list[Annotated[int, Field(ge=1, le=64)]] | None = Field(None, min_length=2, max_length=2, description="[speculative_eagle_topk, speculative_num_draft_tokens] of the chain drafter's draft the acceptance was measured at (None: the scenario's; an arm, --set or sweep axis that changes either carries the file's, as if it were given). The rates are per depth: a run on another draft tree prices its candidates but accepts as stated, and says so in one warning line (a tree's extra candidates raise SGLang's accept length, speculative/eagle_utils.py eagle_sample: verify_tree_greedy keeps the longest path that matches the target, over every candidate of each depth).")
+    sibling_rate: float | None = Field(None, ge=0.0, le=1.0, description="Carries the acceptance across draft trees (chain drafters): past the draft's rank-1 token, each next-ranked candidate of a depth is the target's token with this share of what is left (rank r >= 2: (1 - p_d) x sibling_rate x (1 - sibling_rate)^(r - 2)), and the tree SGLang selects by score (speculative_eagle_topk, speculative_num_draft_tokens) accepts the longest matching path (sim/draft_tree.py). per_position_rates are then the rank-1 rates p_d; a mean_accept_length is solved on the tree it was measured on (acceptance.tree, else the scenario's). Fit it from two accept lengths measured on two trees of one drafter. None: each depth accepts at the stated rate whatever the tree, and a run on another tree says so in one warning line.")
     rate_decay: float = Field(1.0, gt=0.0, le=1.0, description="p_(i+1) / p_i of the rates derived from a mean accept length and of rates continued past the last given one (1: a constant rate, i.e. a truncated geometric accept length).")
     seed_key: Literal["accept", "shared"] = Field("accept", description="The seed key of each request's accept draws (sim/seed_streams.py): accept, [seed, 8, rid], the stream of their own; shared, [seed, 3, rid], the key every run was made with before they had one (it shared the prefix workloads' tag). The runtime forces the same draws on the GPU, so a run recorded with the shared key is predicted again with it (benchmarks/repredict_h200.py picks the key per run from its requests).")
 
@@ -58,6 +59,10 @@ class AcceptanceConfig(BaseModel):
         if len(given) > 1:
             raise FieldError("acceptance", " and ".join(given),
                              f"give only one of {', '.join(ACCEPTANCE_SOURCES)}")
+        if self.sibling_rate is not None and self.histogram is not None:
+            raise FieldError("acceptance.sibling_rate", self.sibling_rate,
+                             "give it with per_position_rates (the draft's rank-1 rates per depth) or a "
+                             "mean_accept_length (solved on the measured tree), not with a histogram")
         if self.histogram is not None and abs(sum(self.histogram) - 1.0) > HISTOGRAM_SUM_TOLERANCE:
             raise FieldError("acceptance.histogram", self.histogram, "P(accept length = k) must sum to 1 "
                              f"(within {HISTOGRAM_SUM_TOLERANCE}); it sums to {sum(self.histogram):.6g}")

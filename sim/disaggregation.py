@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 from specsched.sim import seed_streams
-from specsched.sim.config import Scenario, ServerArgs
+from specsched.sim.config import Scenario, ServerArgs, draft_tree
 from specsched.sim.disagg_records import StreamRecorder, deployment_step_summary
 from specsched.sim.engine import SimEngine
 from specsched.sim.errors import ConfigError
@@ -128,6 +128,11 @@ class PDEngine(SimEngine):
         the first token only), and a decode role may speculate where the server section does
         not (``server.disaggregation.decode.server.speculative_algorithm``)."""
         return scenario.server.role_server("decode").accept_window
+
+    @staticmethod
+    def draft_tree_of(scenario: Scenario) -> list[int] | None:
+        """The decode servers' draft tree (they run the verifies)."""
+        return draft_tree(scenario.server.role_server("decode"))
 
     def __init__(self, scenario: Scenario, profile: Profile | None = None, seed: int | None = None,
                  *, fast_forward: bool = True, records: str = "auto") -> None:

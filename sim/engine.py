@@ -153,13 +153,20 @@ class SimEngine(Clients, EngineStretch):
         """The verify window the run's accept lengths are drawn at: the server's."""
         return scenario.server.accept_window
 
+    @staticmethod
+    def draft_tree_of(scenario: Scenario) -> list[int] | None:
+        """The draft tree the run's verifies check (``[topk, draft tokens]`` of a chain
+        drafter, sim.config.draft_tree): the server's."""
+        return draft_tree(scenario.server)
+
     def __init__(self, scenario: Scenario, profile: Profile | None = None, seed: int | None = None,
                  *, fast_forward: bool = True, records: str = "auto") -> None:
         self.scenario = scenario
         self.seed = scenario.seed if seed is None else seed
         # host work at the scenario's host speed (sim/host_speed.py; factor 1: this profile)
         self.profile = self._host_conditioned(profile or load_profile(scenario.profile, scenario.path or None))
-        self.acceptance = AcceptanceModel(scenario.acceptance, self.accept_window_of(scenario), self.seed)
+        self.acceptance = AcceptanceModel(scenario.acceptance, self.accept_window_of(scenario), self.seed,
+                                          self.draft_tree_of(scenario))
         w = scenario.workload
         self._finish_reacts = w.kind in ("closed_loop", "multi_turn") or (w.kind in ("poisson", "trace") and w.max_concurrency is not None)
         self._init_host(scenario.server, DeviceTokens(self.acceptance), fast_forward)
@@ -577,7 +584,8 @@ class SimEngine(Clients, EngineStretch):
                                            acc.mean))
         stated, run = self.scenario.acceptance.tree, draft_tree(srv)
         if stated is not None and run is not None and list(stated) != run and max(stated[0], run[0]) > 1:
-            notes.append(AcceptanceTreeShape((stated[0], stated[1]), (run[0], run[1]), acc.mean))
+            notes.append(AcceptanceTreeShape((stated[0], stated[1]), (run[0], run[1]), acc.mean,
+                                             self.scenario.acceptance.sibling_rate))
         if srv.speculative_algorithm.enabled and not srv.speculative_algorithm.is_block \
                 and srv.speculative_num_steps is None:
             if srv.model_fields_set & {"speculative_eagle_topk", "speculative_num_draft_tokens"}:

@@ -287,15 +287,20 @@ class AcceptanceTreeShape:
     candidate of each depth): more candidates accept more, by an amount only a measurement
     on that tree gives.
 
+    With ``acceptance.sibling_rate`` the accept length is carried to the run's tree by the
+    tree model (sim/draft_tree.py), and the line says that instead.
+
     Attributes:
         measured: ``[topk, draft tokens]`` the acceptance states.
         run: ``[topk, draft tokens]`` the run drafts.
         run_mean: the population mean accept length the run draws from.
+        sibling_rate: ``acceptance.sibling_rate``, or None.
     """
 
     measured: tuple[int, int]
     run: tuple[int, int]
     run_mean: float
+    sibling_rate: float | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -303,6 +308,12 @@ class AcceptanceTreeShape:
 
     def line(self) -> str:
         (k0, n0), (k1, n1) = self.measured, self.run
+        if self.sibling_rate is not None:
+            return (f"warning: acceptance: measured on a draft of speculative_eagle_topk {k0}, "
+                    f"speculative_num_draft_tokens {n0} (acceptance.tree); this run drafts topk {k1}, {n1} tokens: "
+                    f"its accept length ({self.run_mean:.3g}) is the tree model's, each next-ranked candidate "
+                    f"catching acceptance.sibling_rate {self.sibling_rate:g} of what the higher ones miss "
+                    f"(sim/draft_tree.py), not a measurement on this tree")
         return (f"warning: acceptance: measured on a draft of speculative_eagle_topk {k0}, "
                 f"speculative_num_draft_tokens {n0} (acceptance.tree); this run drafts topk {k1}, {n1} tokens: "
                 f"the cost is this tree's but the accept length ({self.run_mean:.3g}) is carried per depth from the "

@@ -1,0 +1,142 @@
+"""A draft tree's accept length: what a wider EAGLE tree buys over a chain.
+
+SGLang 0.5.23 builds a chain drafter's tree in ``speculative_num_steps`` draft steps
+(speculative/spec_utils.py ``select_top_k_tokens``): step 1 keeps the ``topk`` best tokens
+after the verified one; each later step expands every kept token into ``topk`` children and
+keeps the ``topk`` best of those topk^2 by cumulative score (the product of the draft's
+probabilities along the path). Of every candidate scored (topk + (steps - 1) x topk^2) the
+``speculative_num_draft_tokens - 1`` best by score become the tree the target verifies
+(speculative/eagle_utils.py ``organize_draft_results``), and the verify keeps the longest
+root-to-leaf path that matches the target's own tokens (``eagle_sample``,
+``verify_tree_greedy``).
+
+The model (after the positional acceptance vectors of tree-based speculative decoding, e.g.
+Sequoia): at depth d the target's token is the draft's rank-1 candidate with probability
+p_d (the chain's per-position rate, ``acceptance.per_position_rates``), and otherwise each
+next-ranked candidate catches a fraction ``theta`` (``acceptance.sibling_rate``) of what is
+left: rank r >= 2 with probability (1 - p_d) theta (1 - theta)^(r - 2). The draft is taken
+to be calibrated, so its scores rank the candidates as these probabilities do and the tree
+SGLang selects is the one built from them. The target's path is one token per depth, so the
+candidates of one depth are disjoint events: P(accept length > d) is the sum, over the
+tree's nodes at depth d, of the product of their path's probabilities. A chain (topk 1) or
+``theta`` 0 gives the chain's accept length exactly; a wider tree or more draft tokens never
+accept less (tests/test_draft_tree.py).
+
+All arrays are float64; depths count from 1 (the first draft token); no function here draws.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+
+def rank_rates(p: np.ndarray, theta: float, topk: int) -> np.ndarray:
+    """P(the target's token is the draft's rank-r candidate | the path so far matched), for
+    each depth d (rows, ``p``'s length) and rank r = 1..topk (columns): p_d for rank 1, then
+    (1 - p_d) theta (1 - theta)^(r - 2). Shape (len(p), topk).
+
+    Raises:
+        ValueError: ``theta`` outside [0, 1] or ``topk`` < 1.
+    """
+    if not 0.0 <= theta <= 1.0:
+        raise ValueError(f"sibling_rate {theta} outside [0, 1]")
+    if topk < 1:
+        raise ValueError(f"topk {topk} < 1")
+    p = np.asarray(p, dtype=float)
+    out = np.empty((len(p), topk))
+    out[:, 0] = p
+    if topk > 1:
+        out[:, 1:] = (1.0 - p)[:, None] * theta * (1.0 - theta) ** np.arange(topk - 1)[None, :]
+    return out
+
+
+def tree_reach(p: np.ndarray, theta: float, topk: int, num_draft_tokens: int) -> np.ndarray:
+    """P(accept length > d), d = 1..len(p), on the tree SGLang selects for ``topk`` and
+    ``num_draft_tokens`` (the verified token plus ``num_draft_tokens - 1`` drafts) with
+    ``len(p)`` draft steps. Shape (len(p),).
+
+    Built as ``select_top_k_tokens`` and ``organize_draft_results`` build it, with each
+    candidate's score the product of :func:`rank_rates` along its path (ties keep the
+    earlier candidate, as the scores' order does).
+
+    Raises:
+        ValueError: ``num_draft_tokens`` < 1, or as :func:`rank_rates`.
+    """
+    depth = len(p)
+    if num_draft_tokens < 1:
+        raise ValueError(f"num_draft_tokens {num_draft_tokens} < 1")
+    a = rank_rates(p, theta, topk)
+    reach = np.zeros(depth)
+    if depth == 0 or num_draft_tokens == 1:
+        return reach
+    # candidates: (score, order, depth); beams: the scores kept to expand at the next step
+    cands: list[tuple[float, int, int]] = []
+    beams = [float(s) for s in a[0]]
+    for s in beams:
+        cands.append((s, len(cands), 0))
+    for d in range(1, depth):
+        expanded = [b * float(c) for b in beams for c in a[d]]
+        for s in expanded:
+            cands.append((s, len(cands), d))
+        beams = [s for s, _ in heapq.nlargest(topk, ((s, -i) for i, s in enumerate(expanded)))]
+    for s, _, d in heapq.nlargest(num_draft_tokens - 1, cands, key=lambda c: (c[0], -c[1])):
+        reach[d] += s
+    return np.minimum(reach, 1.0)
+
+
+def tree_rates(p: np.ndarray, theta: float, topk: int, num_draft_tokens: int) -> np.ndarray:
+    """The tree's accept length as conditional per-depth rates P(accept length > d |
+    > d - 1), d = 1..len(p): the form :class:`sim.acceptance.AcceptanceModel` draws from
+    (any accept-length distribution has one; a cycle's draw is independent of the last).
+    A depth the tree does not reach has rate 0. Shape (len(p),)."""
+    reach = tree_reach(p, theta, topk, num_draft_tokens)
+    prev = np.concatenate(([1.0], reach[:-1]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rates = np.where(prev > 0, reach / prev, 0.0)
+    return np.clip(rates, 0.0, 1.0)
+
+
+def tree_mean(p: np.ndarray, theta: float, topk: int, num_draft_tokens: int) -> float:
+    """Mean accept length on that tree: 1 + sum_d P(accept length > d)."""
+    return 1.0 + float(tree_reach(p, theta, topk, num_draft_tokens).sum())
+
+
+def fit_sibling_rate(first: tuple[int, int, int, float], second: tuple[int, int, int, float]) -> tuple[float, float]:
+    """A constant rank-1 rate p and the sibling rate theta that give two mean accept lengths
+    measured with one drafter on two draft trees, each ``(topk, num_draft_tokens, depth,
+    mean accept length)`` (depth: ``speculative_num_steps``). With them a scenario states
+    ``per_position_rates: [p] * depth`` and ``sibling_rate: theta``. Requests are taken
+    alike (no spread: a measured mean is a population's, fitted here as one request's).
+
+    Raises:
+        ValueError: a mean outside what its tree can accept, two trees that cannot tell
+            theta (neither wider than a chain, or the same tree), or no theta in [0, 1]
+            that gives both.
+    """
+    from scipy.optimize import brentq
+
+    for k, n, d, m in (first, second):
+        top = tree_mean(np.full(d, 1.0), 1.0, k, n)
+        if not 1.0 < m < top:
+            raise ValueError(f"mean accept length {m} outside (1, {top:g}) of topk {k}, {n} draft tokens, depth {d}")
+    if max(first[0], second[0]) == 1 or first[:3] == second[:3]:
+        raise ValueError("two different draft trees, one of them wider than a chain (topk > 1), tell the sibling rate")
+
+    def p_for(theta: float, tree: tuple[int, int, int, float]) -> float:
+        k, n, d, m = tree
+        return brentq(lambda p: tree_mean(np.full(d, p), theta, k, n) - m, 1e-9, 1 - 1e-9, xtol=1e-12)
+
+    def gap(theta: float) -> float:
+        k, n, d, m = second
+        return tree_mean(np.full(d, p_for(theta, first)), theta, k, n) - m
+
+    lo, hi = gap(0.0), gap(1.0)
+    if lo == 0.0:
+        return p_for(0.0, first), 0.0
+    if lo * hi > 0:
+        raise ValueError(f"no sibling rate in [0, 1] gives both accept lengths ({first[3]:g} and {second[3]:g}): "
+                         f"at 0 the second tree accepts {second[3] + lo:.3g}, at 1 {second[3] + hi:.3g}")
+    theta = brentq(gap, 0.0, 1.0, xtol=1e-10)
+    return p_for(theta, first), theta
