@@ -187,7 +187,7 @@ from specsched.runtime.profile_fit import (
 )
 from specsched.sim.acceptance import recorded_seed_key
 from specsched.sim.bundled import scenarios_dir
-from specsched.sim.config import with_value
+from specsched.sim.config import draft_tree, with_value
 from specsched.sim.engine import run_scenario
 from specsched.sim.errors import ConfigError
 from specsched.sim.host_speed import SCALED_TERMS
@@ -280,7 +280,7 @@ def with_recorded_accept_key(sc, d: Path):
         return sc
     r = r[r.spec_cycles.notna() & (r.output_len > 0)]
     key = recorded_seed_key(sc.acceptance, sc.server.accept_window, sc.seed, r.rid.to_numpy(),
-                            r.output_len.to_numpy() - 1, r.spec_cycles.to_numpy())
+                            r.output_len.to_numpy() - 1, r.spec_cycles.to_numpy(), draft_tree(sc.server))
     return sc if key is None or key == sc.acceptance.seed_key else with_value(sc, "acceptance.seed_key", key)
 
 

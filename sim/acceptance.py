@@ -521,7 +521,8 @@ def verifies_to_deliver(model: AcceptanceModel, rid: int, tokens: int) -> int:
 
 
 def recorded_seed_key(cfg: AcceptanceConfig, window: int, seed: int, rids: np.ndarray,
-                      verify_tokens: np.ndarray, verifies: np.ndarray) -> str | None:
+                      verify_tokens: np.ndarray, verifies: np.ndarray,
+                      tree: tuple[int, int] | list[int] | None = None) -> str | None:
     """The ``seed_key`` (AcceptanceConfig) whose draws a recorded run followed, read from its
     requests: request ``rids[i]`` committed ``verify_tokens[i]`` tokens by verifies (its
     output less the prefill's token) in ``verifies[i]`` cycles; arrays of shape (n,).
@@ -530,13 +531,14 @@ def recorded_seed_key(cfg: AcceptanceConfig, window: int, seed: int, rids: np.nd
     request's verify count is what that key's draws need (:func:`verifies_to_deliver`);
     another key's draws give another count for most requests. Returns the key that gives
     the recorded count for the most requests, if that is more than half of them; else None
-    (not a forced run, or another acceptance than ``cfg``)."""
+    (not a forced run, or another acceptance than ``cfg``). ``tree``: the run's draft tree,
+    as :class:`AcceptanceModel` takes it."""
     n = len(rids)
     if n == 0 or window <= 1:
         return None
     best, hits = None, 0
     for k in ("accept", "shared"):
-        model = AcceptanceModel(cfg.model_copy(update={"seed_key": k}), window, seed)
+        model = AcceptanceModel(cfg.model_copy(update={"seed_key": k}), window, seed, tree)
         got = sum(verifies_to_deliver(model, int(r), int(t)) == int(v)
                   for r, t, v in zip(rids, verify_tokens, verifies, strict=True))
         if got > hits:
