@@ -190,7 +190,9 @@ def test_signal_saves_finished_runs_stops_workers_and_exits_128_plus_signal(tmp_
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == code, err
-    lines = [x for x in err.strip().splitlines() if x]
+    # the runs' own warning lines (the demo's short prompts are below the profile's measured
+    # contexts) may come first; the interruption is one line
+    lines = [x for x in err.strip().splitlines() if x and not x.startswith("warning: ")]
     assert len(lines) == 1 and signal.Signals(sig).name in lines[0] and "resume" in lines[0], err
     assert "Traceback" not in err
     assert not _gone(workers), "worker processes left behind"
