@@ -228,6 +228,29 @@ class LoopHost:
         self._timing = []
 
 
+def served_for(scenario: Scenario, seed: int) -> tuple[list, list[tuple[int, int, int]]]:
+    """``scenario``'s requests at ``seed`` as the server runs them, what the simulator runs
+    (:func:`sim.served.served_requests`: the output cuts, truncations and rejections that the
+    server's ``context_length``, ``allow_auto_truncate`` and pool decide).
+
+    Returns:
+        (the request specs, one (request index, asked, run) triple per cut output).
+
+    Raises:
+        ConfigError: a multi-turn turn past the context or the pool.
+    """
+    return served_requests(scenario, make_requests(scenario.workload, seed, scenario.path or None),
+                           scenario_hardware(scenario), seed)
+
+
+def _served_key(specs: list) -> list:
+    """What a served request list fixes for an engine: every field but the prompt's token
+    ids (a function of the workload, compared apart) and the send time (the clients')."""
+    from dataclasses import replace
+
+    return [replace(s, tokens=None, arrival_s=None) for s in specs]
+
+
 WARMUP_PROMPT = 64
 """Prompt tokens of the warm-up request (:meth:`RuntimeEngine._warm_requests`), fewer when
 the KV pool holds less."""
@@ -275,6 +298,31 @@ def check_runnable(scenario: Scenario) -> None:
                           f"{srv.spec_window}); give at least that")
 
 
+def check_prefix_sharing(scenario: Scenario, specs: list) -> None:
+    """Refuse, in one line, prompts that share prefixes (``specs`` with token ids: a
+    ``workload.shared_prefix``, a trace with block ids) while the radix cache is on.
+
+    The scheduler's radix cache would let a request skip a prefix whose KV another request's
+    row holds; the runtime's pool maps each row to its own KV slots only
+    (runtime/kv_cache.py ``ReqToTokenPool``), so the extend would write where the ledger
+    holds nothing (``PoolExhausted`` mid-run).
+
+    Raises:
+        ConfigError: naming the scenario file, the workload key and the way out
+            (``server.disable_radix_cache: true``).
+    """
+    if scenario.server.disable_radix_cache or all(s.tokens is None for s in specs):
+        return
+    from specsched.sim.errors import ConfigError
+
+    key = ("workload.shared_prefix" if scenario.workload.shared_prefix is not None
+           else "workload.multi_turn" if scenario.workload.multi_turn is not None else "workload.trace")
+    raise ConfigError(scenario.path or scenario.name, key, "{...}",
+                      "prompts that share prefixes with the radix cache on are simulated only: the runtime "
+                      "does not share KV between requests; measure with server.disable_radix_cache: true "
+                      "(every prompt prefilled whole) or predict with specsched run")
+
+
 class RuntimeEngine(LoopHost):
     """One measured run of a scenario on a device.
 
@@ -319,22 +367,8 @@ class RuntimeEngine(LoopHost):
         self.window = srv.spec_window
         # the requests the simulator runs for this scenario: a trace's outputs cut as SGLang
         # cuts them (sim/served.py served_requests)
-        self.specs, self.output_cuts = served_requests(
-            scenario, make_requests(scenario.workload, self.seed, scenario.path or None),
-            scenario_hardware(scenario), self.seed)
-        if not srv.disable_radix_cache and any(s.tokens is not None for s in self.specs):
-            # the scheduler's radix cache would let a request skip a prefix whose KV another
-            # request's row holds; the runtime's pool maps each row to its own slots only
-            # (runtime/kv_cache.py ReqToTokenPool), so the extend would write where the
-            # ledger holds nothing: refuse in one line rather than fail mid-run
-            from specsched.sim.errors import ConfigError
-
-            key = ("workload.shared_prefix" if scenario.workload.shared_prefix is not None
-                   else "workload.multi_turn" if scenario.workload.multi_turn is not None else "workload.trace")
-            raise ConfigError(scenario.path or scenario.name, key, "{...}",
-                              "prompts that share prefixes with the radix cache on are simulated only: the runtime "
-                              "does not share KV between requests; measure with server.disable_radix_cache: true "
-                              "(every prompt prefilled whole) or predict with specsched run")
+        self.specs, self.output_cuts = served_for(scenario, self.seed)
+        check_prefix_sharing(scenario, self.specs)
         max_ctx = max(sum(s.served_lengths) for s in self.specs) + 4 * self.window + 64   # aborted rows run 1 + 1
         max_reqs = srv.max_running_requests + 8
         # the device pool holds what the scheduler's KV ledger holds (RuntimeEngine._sync_kv),
@@ -401,29 +435,43 @@ class RuntimeEngine(LoopHost):
 
     def accepts(self, scenario: Scenario) -> bool:
         """Whether :meth:`set_scenario` can take ``scenario``: the same window, running
-        slots, KV pool (max_total_num_tokens bounds the device pool), graph limits, drafter
-        and workload (the request rate may differ), i.e. what sizes the model, the KV pool
-        and the captured graphs."""
+        slots, KV pool (max_total_num_tokens bounds the device pool), captured graph batch
+        sizes and extend buckets, drafter and workload (the request rate may differ), and
+        the same requests as the server runs them (an arm's ``context_length`` or
+        ``allow_auto_truncate`` cuts other outputs), i.e. what sizes the model, the KV pool,
+        the request rows and the captured graphs."""
         a, b = self.scenario, scenario
-        return (a.server.spec_window == b.server.spec_window
+        if not (a.server.spec_window == b.server.spec_window
                 and a.server.max_running_requests == b.server.max_running_requests
                 and a.server.max_total_num_tokens == b.server.max_total_num_tokens
                 and a.server.cuda_graph_max_bs == b.server.cuda_graph_max_bs
+                and a.server.graph_batch_sizes == b.server.graph_batch_sizes
                 and a.server.prefill_graph_tokens == b.server.prefill_graph_tokens
                 and a.server.speculative_algorithm == b.server.speculative_algorithm
                 and a.workload.model_copy(update={"request_rate": None})
-                == b.workload.model_copy(update={"request_rate": None}))
+                == b.workload.model_copy(update={"request_rate": None})):
+            return False
+        try:
+            specs, _ = served_for(scenario, self.seed)
+        except ValueError:   # a turn past the context or the pool: a fresh engine says so
+            return False
+        return _served_key(specs) == _served_key(self.specs)
 
     def set_scenario(self, scenario: Scenario) -> None:
         """Measure another arm (or request rate) with the same model, KV pool and graphs.
 
         Raises:
-            ValueError: the scenario differs in what sizes the model (window, running
-                slots, request lengths, graph limit: :meth:`accepts`).
+            ConfigError: a scenario the runtime does not run (:func:`check_runnable`,
+                :func:`check_prefix_sharing`), refused as the constructor refuses it; the
+                engine keeps the scenario it had.
+            ValueError: the scenario differs in what sizes the model or what it serves
+                (window, running slots, graph batch sizes, served requests: :meth:`accepts`).
         """
+        check_runnable(scenario)
         if not self.accepts(scenario):
-            raise ValueError("set_scenario needs the same window, slots, KV pool, graph limits and workload (the "
-                             "request rate may differ); build a new engine")
+            raise ValueError("set_scenario needs the same window, slots, KV pool, graph batch sizes, workload and "
+                             "served requests (the request rate may differ); build a new engine")
+        check_prefix_sharing(scenario, self.specs)   # the same workload: the same prompts
         self.scenario, self.server = scenario, scenario.server
 
     # ------------------------------------------------------------------ state

@@ -181,10 +181,10 @@ def test_an_engine_does_not_take_an_arm_with_another_kv_pool():
     a fresh engine, as a window does."""
     from types import SimpleNamespace
 
-    from specsched.runtime.engine import RuntimeEngine
+    from specsched.runtime.engine import RuntimeEngine, served_for
 
     base = make_scenario({"max_total_num_tokens": 20_000})
-    held = SimpleNamespace(scenario=base)
+    held = SimpleNamespace(scenario=base, seed=base.seed, specs=served_for(base, base.seed)[0])
     assert RuntimeEngine.accepts(held, make_scenario({"max_total_num_tokens": 20_000}))
     assert not RuntimeEngine.accepts(held, make_scenario({"max_total_num_tokens": 40_000}))
     assert not RuntimeEngine.accepts(held, make_scenario({"max_total_num_tokens": 10_000}))
