@@ -69,6 +69,7 @@ from specsched.sim.records import Recorder, RunResult, delivery_arrays
 from specsched.sim.request import Req
 from specsched.sim.scheduler import Scheduler, run_counts
 from specsched.sim.served import output_cut_summary, served_requests, truncation_summary
+from specsched.sim.steady_state import run_steady_summary
 from specsched.sim.workload import Clients, make_requests, scheduler_request, with_request_labels
 from tqdm.auto import tqdm
 
@@ -786,6 +787,8 @@ class RuntimeEngine(LoopHost):
         self.rec.end_early(self.sched.oom_aborted)   # requests SGLang aborted out of memory
         (requests, chunks, steps, ts), summary = summarize_recorder(self.rec, extra)
         requests = with_request_labels(requests, self.specs)   # priority / routing-key classes, if sent
+        # steady_state_serving's separate result, as the simulator's summary carries it
+        summary.update(run_steady_summary(self.scenario, requests, chunks))
         summary.update(
             host_probe=self.probe.summary(), host_speed=self.probe.speed_summary(),
             scenario=self.scenario.name, arm=self.scenario.arm, seed=self.seed,

@@ -41,7 +41,7 @@ from specsched.sim.cost_model import CostModel
 from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.engine_clients import Clients
 from specsched.sim.engine_stretch import MAX_RUN_CELLS, PLAIN_HORIZON, EngineStretch  # noqa: F401  (re-exported)
-from specsched.sim.errors import ConfigError, FieldError
+from specsched.sim.errors import ConfigError
 from specsched.sim.gc_pause import collector_paused
 from specsched.sim.grid_range import (
     AcceptanceBeyond,
@@ -73,7 +73,7 @@ from specsched.sim.records import Recorder, RunResult, delivery_arrays
 from specsched.sim.request import Req
 from specsched.sim.scheduler import Deliveries, Scheduler, run_counts
 from specsched.sim.served import output_cut_summary, truncation_summary
-from specsched.sim.steady_state import steady_state_metrics, steady_summary
+from specsched.sim.steady_state import run_steady_summary
 from specsched.sim.workload import make_requests, with_request_labels
 
 AUTO_COMPACT_TOKENS = 1_000_000
@@ -622,15 +622,8 @@ class SimEngine(Clients, EngineStretch):
         self.rec.end_early(self.sched.oom_aborted)   # requests SGLang aborted out of memory
         (requests, chunks, steps, ts), summary = summarize_recorder(self.rec, extra)
         requests = with_request_labels(requests, self.specs)   # priority / routing-key classes, if sent
-        ratio = self.scenario.workload.steady_state_concurrency_ratio
-        if ratio is not None:
-            try:
-                # steady_state_serving's separate result: the full-run keys stay bench_serving's
-                summary.update(steady_summary(steady_state_metrics(
-                    requests, ratio, chunks if self.rec.level == "full" else None,
-                    input_known=self.scenario.workload.kind != "multi_turn")))
-            except ValueError as e:
-                raise FieldError("workload.steady_state_concurrency_ratio", ratio, str(e)) from None
+        # steady_state_serving's separate result: the full-run keys stay bench_serving's
+        summary.update(run_steady_summary(self.scenario, requests, chunks if self.rec.level == "full" else None))
         summary.update(scenario=self.scenario.name, arm=self.scenario.arm, seed=self.seed, source="sim",
                        profile=self.profile.name, **run_counts(self.sched))
         if analytic_costs(self.profile):   # said in the report: estimates, not calibrated predictions

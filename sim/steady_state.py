@@ -207,3 +207,30 @@ def steady_metrics_of_summary(summary: dict[str, Any]) -> dict[str, Any] | None:
     if summary.get("steady_duration") is None:
         return None
     return {k: summary.get(SUMMARY_KEYS[k]) for k in STEADY_KEYS}
+
+
+def run_steady_summary(scenario: Any, requests: Any, chunks: Any) -> dict[str, Any]:
+    """The run summary's ``steady_*`` keys for a run of ``scenario`` (:func:`steady_summary`
+    of :func:`steady_state_metrics`), empty when its workload sets no
+    ``steady_state_concurrency_ratio``; shared by the simulator (sim/engine.py) and the
+    runtime (runtime/engine.py), so a measured run reports what a simulated one does.
+
+    Args:
+        scenario: the resolved scenario (its ``workload``).
+        requests: the run's requests table.
+        chunks: its chunks table (one row per delivery), or None for compact records.
+
+    Raises:
+        FieldError: ``workload.steady_state_concurrency_ratio``, when the run has no window
+            (the message says why).
+    """
+    from specsched.sim.errors import FieldError
+
+    w = scenario.workload
+    ratio = w.steady_state_concurrency_ratio
+    if ratio is None:
+        return {}
+    try:
+        return steady_summary(steady_state_metrics(requests, ratio, chunks, input_known=w.kind != "multi_turn"))
+    except ValueError as e:
+        raise FieldError("workload.steady_state_concurrency_ratio", ratio, str(e)) from None
