@@ -263,14 +263,16 @@ def check_runnable(scenario: Scenario) -> None:
     a chain drafter (EAGLE/EAGLE3/NEXTN/MTP/standalone: the proxy drafter is a block
     drafter), DP attention over more than one rank (one device runs one rank), a multi-turn
     workload (the runtime's clients send single requests), and a
-    request that can never fit the KV pool (:func:`sim.limits.check_pool`, what ``specsched
-    run`` refuses), or a pool too small for the warm-up request's verify windows.
+    request that can never fit the KV pool (:func:`sim.limits.check_pool`) or is longer than
+    the server's context length (:func:`sim.limits.check_context`: ``server.context_length``,
+    else the scenario's profile's ``hardware.context_len``), both what ``specsched run``
+    refuses, or a pool too small for the warm-up request's verify windows.
 
     Raises:
         ConfigError: naming the scenario file, the key, its value and what the runtime runs.
     """
     from specsched.sim.errors import ConfigError
-    from specsched.sim.limits import check_pool
+    from specsched.sim.limits import check_context, check_pool
 
     srv, file = scenario.server, str(scenario.path or scenario.name)
     if srv.disaggregation is not None:
@@ -292,6 +294,7 @@ def check_runnable(scenario: Scenario) -> None:
                           "the runtime's clients send single requests (multi_turn is simulated only); "
                           "allowed here: burst, closed_loop, poisson, trace; or predict with specsched run")
     check_pool(scenario)
+    check_context(scenario)   # a request past the server's context length, as `specsched run` refuses it
     need = 1 + 4 * srv.spec_window   # a 1-token warm-up prompt and its verify windows (_warm_requests)
     if srv.max_total_num_tokens < need:
         raise ConfigError(file, "server.max_total_num_tokens", srv.max_total_num_tokens,

@@ -292,9 +292,10 @@ def check_pool(scenario: Scenario) -> None:
     trace's rows as :func:`check_trace_rows` refuses them (their outputs cut as the run cuts
     them, with the context length of the scenario's profile where it has one, as
     ``specsched run`` reads it); a conversation's turns are checked when the run builds them
-    (:func:`served_requests`). The runtime calls it before building the model
-    (runtime/engine.py ``check_runnable``): the rest of :func:`check_fits` reads the profile's
-    hardware for weights and memory, which the device measured there does not have.
+    (:func:`served_requests`). The runtime calls it, and :func:`check_context`, before
+    building the model (runtime/engine.py ``check_runnable``): the rest of :func:`check_fits`
+    reads the profile's hardware for weights and memory, which the device measured there
+    does not have.
 
     Raises:
         ConfigError: as :func:`check_fits` for the pool.

@@ -1,0 +1,45 @@
+"""A request longer than the server's context length (``server.context_length``, SGLang's
+``--context-length``) is refused by ``specsched measure`` as ``specsched run`` and ``validate``
+refuse it (sim/limits.py ``check_context``: SGLang rejects such a prompt). The runtime checked
+the KV pool only (``check_pool``) and measured 40-token prompts under a 32-token context."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from specsched.cli import main
+
+pytest.importorskip("torch")
+
+
+def _scenario(tmp_path, inp: int, out: int) -> str:
+    p = tmp_path / "ctx.yaml"
+    p.write_text(yaml.safe_dump({
+        "name": "ctx-tiny", "profile": "tiny", "seed": 1,
+        "server": {"max_running_requests": 4, "max_total_num_tokens": 5000, "chunked_prefill_size": 64,
+                   "max_prefill_tokens": 96, "speculative_algorithm": "dspark", "speculative_num_draft_tokens": 4,
+                   "context_length": 32},
+        "acceptance": {"mean_accept_length": 2.5, "request_spread": 0.3},
+        "workload": {"kind": "burst", "num_requests": 2, "input_len": {"kind": "fixed", "value": inp},
+                     "output_len": {"kind": "fixed", "value": out}}}))
+    return str(p)
+
+
+@pytest.mark.parametrize("inp, out, key", [(40, 4, "workload.input_len = 40"), (20, 16, "workload.output_len = 16")])
+def test_a_request_past_the_context_is_refused_by_measure_as_by_run(tmp_path, capsys, monkeypatch, inp, out, key):
+    monkeypatch.chdir(tmp_path)
+    s = _scenario(tmp_path, inp, out)
+    assert main(["run", s]) == 2
+    said_by_run = capsys.readouterr().err.strip()
+    before = set(tmp_path.iterdir())
+    assert main(["measure", s, "--preset", "tiny", "--device", "cpu", "--out", "out", "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0] == said_by_run and f"{s}: {key}:" in err[0], err
+    assert set(tmp_path.iterdir()) == before
+
+
+def test_a_request_within_the_context_is_measured(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["measure", _scenario(tmp_path, 20, 8), "--preset", "tiny", "--device", "cpu", "--out", "out", "-q"]) == 0
+    assert (tmp_path / "out" / "summary.json").is_file()
