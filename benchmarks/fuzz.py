@@ -196,6 +196,9 @@ def cases(draw: Any, hostile_profiles: bool = False, swa: bool = False) -> tuple
         else:
             h = draw(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=window).filter(lambda v: sum(v) > 0.01))
             acceptance["histogram"] = [x / sum(h) for x in h]
+        if chain and source != "histogram" and draw(st.integers(0, 2)) == 0:
+            # the draft tree's accept length (sim/draft_tree.py) instead of the stated rates per depth
+            acceptance["sibling_rate"] = draw(st.floats(0.0, 1.0))
     scenario = {"name": "fuzz", "profile": "fuzz", "seed": draw(st.integers(0, 2**31 - 1)),
                 "server": server, "workload": workload, "acceptance": acceptance}
     return scenario, draw(profiles(chain, hostile_profiles)), draw(st.integers(0, 4)) == 0

@@ -211,6 +211,14 @@ def logits_for_mean(target: float, window: int, spread: float, decay: float = 1.
     if target <= 1.0 + 1e-9:
         return np.full(gamma, -30.0)
     shape = np.log(decay) * np.arange(gamma)
+    if tree_at is not None:
+        # a tree with fewer draft tokens than its depth, or a decaying rate, tops out lower
+        top = tree_mean(decay ** np.arange(gamma), *tree_at)
+        if target > top + 1e-9:
+            raise ValueError(f"mean_accept_length {target} is out of reach on a draft tree of topk {tree_at[1]}, "
+                             f"{tree_at[2]} draft tokens (at most {top:.6g})")
+        if target >= top - 1e-9:
+            return np.full(gamma, 30.0)
 
     def base_logits(x: float) -> np.ndarray:
         if decay == 1.0:

@@ -228,6 +228,15 @@ class Scenario(BaseModel):
         if spec and m is not None and d < 1.0 and m > 1.0 + sum(d ** (i * (i + 1) / 2) for i in range(w - 1)) - 1e-6:
             raise FieldError("acceptance.mean_accept_length", m, f"out of reach at {what} = {w} with "
                              f"rate_decay {d} (even a first-position rate of 1 gives less)")
+        tree = acc.tree or draft_tree(self.server)
+        if spec and m is not None and acc.sibling_rate is not None and tree is not None and tree[0] > 1:
+            from specsched.sim.draft_tree import tree_mean
+
+            top = tree_mean([d ** i for i in range(w - 1)], acc.sibling_rate, tree[0], tree[1])
+            if m > top + 1e-6:
+                raise FieldError("acceptance.mean_accept_length", m, f"out of reach on the draft tree it was "
+                                 f"measured on (topk {tree[0]}, {tree[1]} draft tokens, depth {w - 1}: at most "
+                                 f"{top:.6g} even when every rank-1 draft is accepted)")
         if m is not None and spec and m > w:
             if acc.window is not None:
                 raise ValueError(f"acceptance.mean_accept_length {m} exceeds {whose}, acceptance.window = {w}")

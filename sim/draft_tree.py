@@ -14,7 +14,8 @@ The model (after the positional acceptance vectors of tree-based speculative dec
 Sequoia): at depth d the target's token is the draft's rank-1 candidate with probability
 p_d (the chain's per-position rate, ``acceptance.per_position_rates``), and otherwise each
 next-ranked candidate catches a fraction ``theta`` (``acceptance.sibling_rate``) of what is
-left: rank r >= 2 with probability (1 - p_d) theta (1 - theta)^(r - 2). The draft is taken
+left: rank r >= 2 with probability (1 - p_d) theta (1 - theta)^(r - 2), theta capped where
+rank 2 would be likelier than rank 1 (p_d < 1/2). The draft is taken
 to be calibrated, so its scores rank the candidates as these probabilities do and the tree
 SGLang selects is the one built from them. The target's path is one token per depth, so the
 candidates of one depth are disjoint events: P(accept length > d) is the sum, over the
@@ -35,7 +36,9 @@ import numpy as np
 def rank_rates(p: np.ndarray, theta: float, topk: int) -> np.ndarray:
     """P(the target's token is the draft's rank-r candidate | the path so far matched), for
     each depth d (rows, ``p``'s length) and rank r = 1..topk (columns): p_d for rank 1, then
-    (1 - p_d) theta (1 - theta)^(r - 2). Shape (len(p), topk).
+    (1 - p_d) t (1 - t)^(r - 2) with t = min(theta, p_d / (1 - p_d)): a lower rank is never
+    likelier than rank 1 (a draft ranks its candidates by its own probabilities). Shape
+    (len(p), topk).
 
     Raises:
         ValueError: ``theta`` outside [0, 1] or ``topk`` < 1.
@@ -48,7 +51,11 @@ def rank_rates(p: np.ndarray, theta: float, topk: int) -> np.ndarray:
     out = np.empty((len(p), topk))
     out[:, 0] = p
     if topk > 1:
-        out[:, 1:] = (1.0 - p)[:, None] * theta * (1.0 - theta) ** np.arange(topk - 1)[None, :]
+        # a candidate is never likelier than a higher-ranked one (the draft ranks them so):
+        # rank 2's share is capped at p_d / (1 - p_d), so it is at most p_d
+        with np.errstate(divide="ignore"):
+            th = np.minimum(theta, np.where(p < 1.0, p / np.maximum(1.0 - p, 1e-300), np.inf))
+        out[:, 1:] = ((1.0 - p) * th)[:, None] * (1.0 - th)[:, None] ** np.arange(topk - 1)[None, :]
     return out
 
 

@@ -156,3 +156,40 @@ def test_accept_lengths_no_sibling_rate_gives_are_refused():
         fit_sibling_rate((1, 4, 3, 2.5), (8, 32, 3, 2.4))   # the wider tree accepting less
     with pytest.raises(ValueError, match="wider than a chain"):
         fit_sibling_rate((1, 4, 3, 2.5), (1, 6, 5, 3.0))
+
+
+def test_a_mean_past_what_the_measured_tree_can_accept_is_refused_and_its_top_is_reached():
+    """A tree of 2 draft tokens accepts at most 2 per verify whatever its depth: a stated 2.5
+    is refused in one line at load, and 2.0 (every draft accepted) draws 2 every cycle (the
+    solver's bound was strict: a ValueError traceback, found by benchmarks/fuzz.py)."""
+    from pydantic import ValidationError
+    from specsched.sim.config import Scenario
+
+    def scenario(mean: float) -> dict:
+        return {"name": "t", "profile": "h200-1b",
+                "server": {"speculative_algorithm": "eagle", "speculative_eagle_topk": 2,
+                           "speculative_num_draft_tokens": 2},
+                "workload": {"kind": "burst", "num_requests": 2, "input_len": {"kind": "fixed", "value": 8},
+                             "output_len": {"kind": "fixed", "value": 8}},
+                "acceptance": {"mean_accept_length": mean, "window": 3, "sibling_rate": 0.3}}
+
+    with pytest.raises(ValidationError, match="out of reach on the draft tree it was measured on"):
+        Scenario.model_validate(scenario(2.5))
+    sc = Scenario.model_validate(scenario(2.0))
+    model = AcceptanceModel(sc.acceptance, sc.server.accept_window, 1, (2, 2))
+    assert (model.draws(np.arange(3), np.zeros(3, dtype=np.int64), 20) == 2).all()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 5), st.floats(0.0, 1.0), st.integers(1, 6), st.integers(0, 24),
+       st.floats(0.001, 0.998), st.floats(0.0005, 0.05))
+def test_inv_tree_mono_a_likelier_draft_never_accepts_less_and_ranks_stay_ordered(depth, theta, topk, extra, p, dp):
+    """A mean is solved by bisection in the rank-1 rate, which needs the tree's mean to grow
+    with it; a sibling share past p / (1 - p) would make rank 2 likelier than rank 1 (and a
+    tree of sibling rate 1 accept everything at any rate: the solver found no bracket)."""
+    n = depth + 1 + extra
+    lo, hi = tree_mean(np.full(depth, p), theta, topk, n), tree_mean(np.full(depth, min(p + dp, 1.0)), theta, topk, n)
+    assert hi >= lo - 1e-12
+    a = rank_rates(np.full(depth, p), theta, topk)
+    assert (np.diff(a, axis=1) <= 1e-15).all() and a.sum(axis=1).max() <= 1.0 + 1e-12
+    assert tree_mean(np.full(depth, 1e-9), theta, topk, n) == pytest.approx(1.0, abs=1e-6)
