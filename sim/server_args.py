@@ -542,7 +542,29 @@ class ServerArgs(BaseModel):
             if steps > self.speculative_num_draft_tokens - 1:
                 raise FieldError("server.speculative_num_steps", steps, "a chain proposes one token per step: at most "
                                  f"speculative_num_draft_tokens - 1 = {self.speculative_num_draft_tokens - 1}")
+            self._check_tree_candidates(steps)
         return self
+
+    def _check_tree_candidates(self, steps: int) -> None:
+        """A draft tree's verified nodes are the ``speculative_num_draft_tokens - 1`` best-scored
+        of its candidates: ``topk`` at the first step and ``topk x topk`` at each later one
+        (sglang 0.5.23 speculative/spec_utils.py ``select_top_k_tokens``), so at most
+        ``topk + (steps - 1) x topk**2`` (speculative/eagle_utils.py ``organize_draft_results``
+        takes ``torch.topk(score_list, num_draft_tokens - 1)`` over them and fails on more: the
+        server stops at its first draft). Chains (topk 1) are reset to steps + 1 instead.
+
+        Raises:
+            FieldError: on ``server.speculative_num_draft_tokens``, naming the largest allowed.
+        """
+        topk = self.speculative_eagle_topk or 1
+        if topk == 1:
+            return
+        candidates = topk + (steps - 1) * topk * topk
+        if self.speculative_num_draft_tokens - 1 > candidates:
+            raise FieldError("server.speculative_num_draft_tokens", self.speculative_num_draft_tokens,
+                             f"at most {candidates + 1} with speculative_num_steps {steps} and "
+                             f"speculative_eagle_topk {topk}: the tree verifies the num_draft_tokens - 1 best of "
+                             f"topk + (steps - 1) x topk^2 = {candidates} draft candidates (SGLang fails on more)")
 
     def _refuse_small_swa_pool(self) -> None:
         """The SWA pool does not exceed sliding_window_size + page_size (sglang 0.5.23

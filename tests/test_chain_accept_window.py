@@ -28,7 +28,7 @@ def _eagle(steps: int, window: int, topk: int, rates: list[float]):
 @settings(max_examples=12, deadline=None)
 @given(steps=st.integers(1, 4), extra=st.integers(1, 4), topk=st.integers(2, 4), p=st.floats(0.5, 0.95))
 def test_a_tree_never_accepts_deeper_than_its_steps(steps, extra, topk, p):
-    window = steps + 1 + extra
+    window = min(steps + 1 + extra, topk + (steps - 1) * topk * topk + 1)   # a tree holds no more
     r = run_scenario(_eagle(steps, window, topk, [p]), seed=1)
     per_verify = (r.requests["output_len"] - 1) / r.requests["spec_cycles"]
     assert (per_verify <= steps + 1 + 1e-9).all()
@@ -57,6 +57,21 @@ def test_a_tree_keeps_its_window_and_a_block_drafter_its_own():
     assert (tree.spec_window, tree.accept_window) == (8, 4)
     assert ServerArgs(speculative_algorithm="dspark", speculative_num_draft_tokens=6).accept_window == 6
     assert ServerArgs(speculative_algorithm="eagle", speculative_num_draft_tokens=5).spec_window == 5
+
+
+def test_a_tree_wider_than_its_candidates_is_refused():
+    """steps 2, topk 2 draw 2 + 4 = 6 candidates; 16 draft tokens asked for 15 of them, which
+    SGLang's organize_draft_results cannot take (torch.topk past the list): it ran as a 16-wide
+    verify before. The largest tree, 7 tokens, runs."""
+    import pytest
+
+    with pytest.raises(ValueError) as e:
+        ServerArgs(speculative_algorithm="eagle", speculative_num_draft_tokens=16, speculative_num_steps=2,
+                   speculative_eagle_topk=2)
+    assert "speculative_num_draft_tokens" in str(e.value) and "at most 7" in str(e.value)
+    ok = ServerArgs(speculative_algorithm="eagle", speculative_num_draft_tokens=7, speculative_num_steps=2,
+                    speculative_eagle_topk=2)
+    assert ok.spec_window == 7
 
 
 def test_steps_past_the_window_limit_name_the_limit_not_the_stated_window():
