@@ -278,10 +278,11 @@ def _from_histogram(scenario: Scenario, e: ConfigError) -> ConfigError:
     """``e``, a refusal of ``workload.input_len`` or ``workload.output_len`` at its largest
     value, naming the histogram file that value comes from where the length is a ``file``
     histogram (the scenario states no such number: it was named as
-    ``workload.input_len = 5000`` with 5000 nowhere in the scenario); else ``e`` itself."""
+    ``workload.input_len = 5000`` with 5000 nowhere in the scenario); else ``e`` itself, as
+    for a refusal of the histogram file (its value the path or header, not a length)."""
     w = scenario.workload
     dist = {"workload.input_len": w.input_len, "workload.output_len": w.output_len}.get(e.key)
-    if dist is None or dist.kind != "file":
+    if dist is None or dist.kind != "file" or not isinstance(e.value, (int, np.integer)):
         return e
     return ConfigError(e.file, f"{e.key}.path", dist.path, f"its longest length is {e.value} tokens: {e.allowed}")
 

@@ -150,6 +150,8 @@ def histogram(path: str, base: Path | None, key: str) -> tuple[np.ndarray, np.nd
     lengths, weights = _histogram_rows(p, key)
     w = np.asarray(weights, dtype=float)
     total = w.sum()
+    if lengths and np.isfinite(total) and total <= 0:
+        raise ConfigError(str(p), key, path, "its weights sum to 0: at least one weight must be > 0")
     if not lengths or not np.isfinite(total) or total <= 0:
         raise ConfigError(str(p), key, path, "needs columns length,weight and >= 1 row, weights >= 0 with a positive sum")
     return np.asarray(lengths, dtype=np.int64), w / total

@@ -378,3 +378,16 @@ def test_a_histogram_length_past_the_limits_is_named_with_its_file(tmp_path, cap
     assert err[0].startswith(f"specsched: error: {tmp_path / 's.yaml'}: workload.input_len.path = 'lens.csv': "
                              f"its longest length is {longest} tokens: "), err[0]
     assert ("max_total_num_tokens is 4096" if longest < 10000 else "context length 131072") in err[0]
+
+
+@pytest.mark.parametrize(("text", "why"), [("length,weight\n100,0\n200,0\n", "weights sum to 0"),
+                                           ("len,w\n100,1\n", "CSV needs columns length,weight")])
+def test_a_malformed_histogram_is_not_read_as_its_longest_length(tmp_path, capsys, no_simulation, text, why):
+    """A histogram whose weights are all 0, or without the length,weight columns, was named
+    'its longest length is lens.csv tokens' (or "... is ['len', 'w'] tokens"): the refusal of
+    the file itself was rewritten as a refusal of a length. It names the file and what is wrong."""
+    (tmp_path / "lens.csv").write_text(text)
+    err = _run(tmp_path, capsys, {"kind": "burst", "num_requests": 4, "input_len": {"kind": "file", "path": "lens.csv"},
+                                  "output_len": {"kind": "fixed", "value": 20}})
+    assert len(err) == 1, err
+    assert "longest length" not in err[0] and why in err[0] and "lens.csv" in err[0], err[0]
