@@ -34,6 +34,8 @@ _PCT_STYLE = {50: ":", 90: "--", 99: "-."}
 PREFILL_MODES = ("extend", "mixed")
 VERIFY_MODES = ("verify", "decode")
 GANTT_COLORS = {"prefill": "#d62728", "verify": "#1f77b4", "host": "#7f7f7f"}
+LINESTYLES = ("-", "--", ":", "-.")
+"""Line styles of a timeline's servers (decode server 0, 1, ...), cycled."""
 
 
 # ---------------------------------------------------------------- inputs and helpers
@@ -283,8 +285,13 @@ def plot_timeline(run: Any, t_range: tuple[float, float] | None = None) -> Figur
     fig, axes = plt.subplots(3, 1, figsize=(13, 8.5), sharex=True, layout="constrained",
                              gridspec_kw={"height_ratios": [2, 2, 1.2]})
     a1, a2, a3 = axes
-    a1.step(ts["time_s"], ts["running"], where="post", color="#2ca02c", label="running")
-    a1.step(ts["time_s"], ts["waiting"], where="post", color="#ff7f0e", label="waiting")
+    # a disaggregated run's tables are its decode servers' (docs/disaggregation.md), each its
+    # own pass sequence and forward stream: one line per server (decode_server, where several)
+    servers = _per_server(ts)
+    for i, (name, rows) in enumerate(servers):
+        ls = LINESTYLES[i % len(LINESTYLES)]
+        a1.step(rows["time_s"], rows["running"], where="post", color="#2ca02c", ls=ls, label=f"running{name}")
+        a1.step(rows["time_s"], rows["waiting"], where="post", color="#ff7f0e", ls=ls, label=f"waiting{name}")
     mrr = scenario_value(run, "server.max_running_requests")
     top = float(max(ts["running"].max(), ts["waiting"].max())) if len(ts) else 0.0
     title = "Requests running and waiting (after each scheduling pass)"
@@ -295,7 +302,9 @@ def plot_timeline(run: Any, t_range: tuple[float, float] | None = None) -> Figur
     a1.set_ylabel("requests")
     a1.set_title(title)
     a1.legend(loc="upper right", fontsize=8)
-    a2.step(ts["time_s"], ts["kv_used_tokens"], where="post", color="#9467bd", label="KV tokens in use")
+    for i, (name, rows) in enumerate(servers):
+        a2.step(rows["time_s"], rows["kv_used_tokens"], where="post", color="#9467bd",
+                ls=LINESTYLES[i % len(LINESTYLES)], label=f"KV tokens in use{name}")
     cap = scenario_value(run, "server.max_total_num_tokens")
     peak = float(ts["kv_used_tokens"].max()) if len(ts) else 0.0
     if cap:
@@ -325,10 +334,14 @@ def plot_timeline(run: Any, t_range: tuple[float, float] | None = None) -> Figur
     a3.set_yticks(range(len(lanes)), [name for _, name in lanes])
     a3.set_ylim(-0.6, len(lanes) - 0.4)
     a3.invert_yaxis()
-    total = float(steps["gpu_end_s"].max() - steps["gpu_start_s"].min()) if len(steps) else 0.0
-    busy = float(dur.sum())
-    a3.set_title(f"GPU busy {busy / total:.1%} of the span of the forwards; host blocked {hb.sum():.3g} s in all"
-                 if total > 0 else "GPU activity")
+    shares = [float((rows["gpu_end_s"] - rows["gpu_start_s"]).sum()) / span
+              for _, rows in _per_server(steps)
+              if len(rows) and (span := float(rows["gpu_end_s"].max() - rows["gpu_start_s"].min())) > 0]
+    pd_run = scenario_value(run, "server.disaggregation") is not None
+    whose = (f" (mean over {len(shares)} decode servers)" if len(shares) > 1
+             else " (the decode server's; prefill servers' forwards are not recorded)" if pd_run else "")
+    a3.set_title(f"GPU busy {np.mean(shares):.1%} of the span of the forwards{whose}; host blocked {hb.sum():.3g} s in all"
+                 if shares else "GPU activity")
     a3.set_xlabel("time since run start (s)")
     for ax in axes:
         ax.grid(alpha=0.3)
@@ -337,6 +350,15 @@ def plot_timeline(run: Any, t_range: tuple[float, float] | None = None) -> Figur
     scen = (run.summary or {}).get("scenario", "")
     fig.suptitle(f"Timeline of one run: {scen} arm {label}, seed {(run.summary or {}).get('seed', '?')}")
     return fig
+
+
+def _per_server(table: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """``table`` (steps or timeseries) split by its ``decode_server`` column, as (label suffix
+    ' (decode server i)', rows); the whole table with no suffix where it has no such column
+    (one server wrote it: sim/records.py ``Recorder._grouped_by_writer``)."""
+    if "decode_server" not in table:
+        return [("", table)]
+    return [(f" (decode server {int(k)})", rows) for k, rows in table.groupby("decode_server", sort=True)]
 
 
 # ---------------------------------------------------------------- verify cycle split

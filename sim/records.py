@@ -500,15 +500,19 @@ class Recorder:
         """Row order of table ``which`` (0 chunks, 1 steps, 2 timeseries; ``n`` rows) grouping
         the rows by writer, ascending, each writer's in the order appended (a stable sort on
         the writer); None when one writer appended them all."""
+        of_row = self._writer_of_rows(which, n)
+        return None if of_row is None else np.argsort(of_row, kind="stable")
+
+    def _writer_of_rows(self, which: int, n: int) -> np.ndarray | None:
+        """The writer of each of table ``which``'s ``n`` rows, in the order appended (int64
+        (n,)); None when one writer appended them all."""
         marks = self._writer_starts
         if not marks or not n:
             return None
         starts = np.array([0] + [m[which] for m in marks] + [n], dtype=np.int64)
         writers = np.array([0] + [m[3] for m in marks], dtype=np.int64)
         of_row = np.repeat(writers, np.diff(starts))
-        if (of_row == of_row[0]).all():
-            return None
-        return np.argsort(of_row, kind="stable")
+        return None if (of_row == of_row[0]).all() else of_row
 
     # ---------------------------------------------------------------- tables
     def tables(self, extra_cols: dict[int, tuple[float, int, int]]) -> tuple[Columns, ...]:
@@ -577,14 +581,23 @@ class Recorder:
             "host_blocked_s": column_view(f[2], "f8").copy(), "accepted_tokens": column_view(self._s_acc, "i8").copy(),
             "decoding_reqs": column_view(self._s_dec, "i8").copy(),
         })
-        order = self._by_writer(1, len(steps))
-        if order is not None:
-            steps = Columns({k: c[order] for k, c in steps.data.items()})
+        steps = self._grouped_by_writer(1, steps)
         ts = Columns({
             "time_s": column_view(self._ts_t, "f8").copy(), "running": column_view(self._ts_run, "i8").copy(),
             "waiting": column_view(self._ts_wait, "i8").copy(), "kv_used_tokens": column_view(self._ts_kv, "i8").copy(),
         })
-        order = self._by_writer(2, len(ts))
-        if order is not None:
-            ts = Columns({k: c[order] for k, c in ts.data.items()})
+        ts = self._grouped_by_writer(2, ts)
         return req, chunks, steps, ts
+
+    def _grouped_by_writer(self, which: int, table: Columns) -> Columns:
+        """``table`` (1 steps, 2 timeseries) with its rows grouped by writer (:meth:`_by_writer`)
+        and a ``decode_server`` column where several wrote them: the deployment's decode server
+        that wrote each row, from 0 (writer i + 1, :class:`sim.disagg_records.StreamRecorder`;
+        -1 for rows the deployment wrote itself). Each server is its own forward stream and
+        pass sequence, so a reader needs the column to split them (one timeline per server);
+        unchanged where one writer wrote them all."""
+        of_row = self._writer_of_rows(which, len(table))
+        if of_row is None:
+            return table
+        order = np.argsort(of_row, kind="stable")
+        return Columns({**{k: c[order] for k, c in table.data.items()}, "decode_server": of_row[order] - 1})

@@ -362,3 +362,36 @@ def test_itls_equal_but_for_rounding_still_plot(log_x):
     assert v.max() > v.min()
     plots._distribution_panels(axes[0], axes[1], {"measured": v}, "ITL", "ms", 1.0, log_x, 50)
     plots.plt.close(fig)
+
+
+def test_a_timeline_of_several_decode_servers_draws_each_and_a_busy_share_per_server():
+    """A 1P2D run's steps and timeseries hold both decode servers' rows, grouped by server:
+    the timeline drew them as one line that jumped back to the start at the second server
+    and summed both servers' forward time over one span ('GPU busy 199.5 %'). The tables
+    carry a decode_server column, and the timeline draws one line per decode server and a busy
+    share of at most 100 %."""
+    from specsched.sim.engine import SimEngine
+
+    from tests.conftest import make_scenario
+    from tests.test_disaggregation import _pd, _profile
+
+    sc = make_scenario(_pd(decode=2), {"kind": "poisson", "request_rate": 200.0, "num_requests": 24,
+                                       "input_len": {"kind": "fixed", "value": 200},
+                                       "output_len": {"kind": "fixed", "value": 40}})
+    res = SimEngine(sc, _profile(), 1).run()
+    assert set(res.steps["decode_server"]) == {0, 1} and set(res.timeseries["decode_server"]) == {0, 1}
+    for table, t in ((res.steps, "gpu_start_s"), (res.timeseries, "time_s")):
+        for _, rows in table.groupby("decode_server"):
+            assert (rows[t].diff().dropna() >= 0).all()
+    run = SimpleNamespace(scenario=sc, steps=res.steps, timeseries=res.timeseries, requests=res.requests,
+                          summary={**res.summary, "scenario": sc.name, "seed": 1}, label="base")
+    fig = plots.plot_timeline(run)
+    a1, _, a3 = fig.axes[:3]
+    running = [ln for ln in a1.get_lines() if ln.get_label().startswith("running")]
+    assert len(running) == 2
+    for ln in running:
+        assert (np.diff(np.asarray(ln.get_xdata(), float)) >= 0).all()
+    share = float(a3.get_title().split("GPU busy ")[1].split("%")[0])
+    assert 0 < share <= 100, a3.get_title()
+    assert "decode server" in a3.get_title()
+    plots.plt.close("all")
