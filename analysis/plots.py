@@ -380,6 +380,10 @@ def verify_cycles(steps: pd.DataFrame) -> pd.DataFrame:
     (the result the host waited for) and counted in the cycles it overlaps. The run's last
     cycles, whose wait no later launch records, are dropped.
 
+    A table of several decode servers (its ``decode_server`` column) is split by server
+    first: each is its own forward stream, so a cycle never runs from one server's verify to
+    another's.
+
     Args:
         steps: a ``steps`` table.
 
@@ -389,6 +393,9 @@ def verify_cycles(steps: pd.DataFrame) -> pd.DataFrame:
     cols = ["batch_size", "wall_s", "gpu_s", "stall_s", "host_blocked_s"]
     if steps.empty:
         return pd.DataFrame(columns=cols)
+    if "decode_server" in steps:
+        return pd.concat([verify_cycles(rows.drop(columns="decode_server")) for _, rows in _per_server(steps)],
+                         ignore_index=True)
     s = steps.sort_values("gpu_start_s", kind="stable").reset_index(drop=True)
     mode = s["mode"].astype(str)
     is_v = mode.eq("verify")

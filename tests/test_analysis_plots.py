@@ -395,3 +395,22 @@ def test_a_timeline_of_several_decode_servers_draws_each_and_a_busy_share_per_se
     assert 0 < share <= 100, a3.get_title()
     assert "decode server" in a3.get_title()
     plots.plt.close("all")
+
+
+def test_verify_cycles_of_several_decode_servers_stay_within_each_server():
+    """Two decode servers' verifies sorted together made cycles from one server's verify to
+    the other's: negative walls and GPU time above the wall (median cycle halved)."""
+    from specsched.sim.engine import SimEngine
+
+    from tests.conftest import make_scenario
+    from tests.test_disaggregation import _pd, _profile
+
+    wl = {"kind": "poisson", "request_rate": 200.0, "num_requests": 24,
+          "input_len": {"kind": "fixed", "value": 200}, "output_len": {"kind": "fixed", "value": 60}}
+    spec = {"speculative_algorithm": "dspark", "speculative_num_draft_tokens": 4}
+    sc = make_scenario(_pd(decode=2, **spec), wl, acceptance={"mean_accept_length": 2.0})
+    steps = SimEngine(sc, _profile(), 1).run().steps
+    v = plots.verify_cycles(steps)
+    assert len(v) and (v["wall_s"] > 0).all() and (v["gpu_s"] <= v["wall_s"] + 1e-12).all()
+    one = [plots.verify_cycles(rows.drop(columns="decode_server")) for _, rows in steps.groupby("decode_server")]
+    assert len(v) == sum(len(x) for x in one)
