@@ -136,13 +136,18 @@ def parse_grid(items: Iterable[str]) -> dict[str, list[Any]]:
 
 
 def _unwrap(annotation: Any) -> Any:
-    """``X | None`` / ``Annotated[X, ...]`` -> X (the part that can hold sub-keys)."""
+    """``X | None`` / ``Annotated[X, ...]`` -> X (the part that can hold sub-keys); a union
+    of one model with plain types (``int | LengthDist``: workload.multi_turn.num_turns, a
+    count or a distribution) -> the model, whose keys are the ones a dotted key can name."""
     origin = typing.get_origin(annotation)
     if origin is typing.Annotated:
         return _unwrap(typing.get_args(annotation)[0])
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return _unwrap(args[0]) if len(args) == 1 else annotation
+        if len(args) == 1:
+            return _unwrap(args[0])
+        models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        return models[0] if len(models) == 1 else annotation
     return annotation
 
 

@@ -408,3 +408,16 @@ def test_priorities_are_read_when_a_disaggregated_role_schedules_by_priority():
     for role in ("prefill", "decode"):
         over = {**base, f"server.disaggregation.{role}.server": {"enable_priority_scheduling": True}}
         assert not unread_overrides_of(path, over), role
+
+
+@pytest.mark.parametrize("key", ["value", "kind", "range_ratio"])
+def test_a_turn_count_distributions_keys_can_be_set(key):
+    """workload.multi_turn.num_turns is a count or a length distribution (the schema lists
+    its kind, value, range_ratio and path): ``--set workload.multi_turn.num_turns.value=4``
+    (or a grid axis on it) was refused as 'num_turns is not a mapping'."""
+    check_key(f"workload.multi_turn.num_turns.{key}")
+    with pytest.raises(ConfigError, match="allowed: kind, value, range_ratio, path"):
+        check_key("workload.multi_turn.num_turns.nosuch")
+    sc = load_scenario_with_overrides(ROOT / "scenarios" / "multi-turn-example.yaml", "base", {
+        "workload.multi_turn.num_turns.value": 4})
+    assert sc.workload.multi_turn.num_turns.value == 4
