@@ -421,3 +421,18 @@ def test_a_turn_count_distributions_keys_can_be_set(key):
     sc = load_scenario_with_overrides(ROOT / "scenarios" / "multi-turn-example.yaml", "base", {
         "workload.multi_turn.num_turns.value": 4})
     assert sc.workload.multi_turn.num_turns.value == 4
+
+
+def test_every_key_the_schema_lists_can_be_named_by_an_override():
+    """Each key of ``specsched schema`` (docs/scenario-reference.md) is one --set or a grid
+    axis can name, but the scenario's name and its arms."""
+    from specsched.sim.schema import keys
+
+    refused = []
+    for k in keys():
+        name = k if isinstance(k, str) else getattr(k, "key", None) or k[0]
+        try:
+            check_key(name)
+        except ConfigError:
+            refused.append(name)
+    assert refused == ["name", "arms"]
