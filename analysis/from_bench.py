@@ -942,8 +942,10 @@ def _setup_notes(run: BenchRun, profile: str, notes: list[str]) -> None:
     info = _line_server_info(run) or {}
     tp = info.get("tp_size")
     hw = prof.hardware
-    # with DP attention tp_size counts every rank of the group
-    if (hw is not None and isinstance(tp, int) and not isinstance(tp, bool) and (info.get("dp_size") or 1) == 1
+    # with DP attention tp_size counts every rank of the group (a per-rank profile prices one:
+    # docs/dp-attention.md); a dp_size without it is replicas, each of tp_size GPUs
+    dp_attention = bool(info.get("enable_dp_attention")) or (info.get("attn_dp_size") or 1) > 1
+    if (hw is not None and isinstance(tp, int) and not isinstance(tp, bool) and not dp_attention
             and hw.tp_size != tp):
         notes.append(f"{SETUP_MISMATCH}profile {profile} prices tp_size {hw.tp_size}, but the line's server ran "
                      f"tp_size {tp}: the prediction is for the profile's setup (a profile for it: specsched "

@@ -371,12 +371,14 @@ def test_drawn_arrivals_say_so_when_the_line_holds_its_send_times():
     assert not any("--arrivals details" in a for a in sc["assumptions"])
 
 
-@pytest.mark.parametrize(("tp", "dp", "said"), [(4, None, True), (1, None, False), (4, 4, False)])
+@pytest.mark.parametrize(("tp", "dp", "said"), [(4, None, True), (1, None, False), (4, 4, False), (8, 2, True)])
 def test_a_line_of_another_tp_size_than_the_profile_is_said(tp, dp, said):
     """server_info tp_size 4 against a TP1 profile was left out silently: the scenario then
     predicts a TP1 server. Said in the assumptions (not with DP attention, whose tp_size counts
-    every rank of the group)."""
-    info = LINE["server_info"] | {"tp_size": tp} | ({"dp_size": dp, "enable_dp_attention": True} if dp else {})
+    every rank of the group; a dp_size without DP attention is replicas of tp_size GPUs each,
+    and tp_size 8 with dp_size 2 was left out silently too)."""
+    attention = {"enable_dp_attention": True} if dp and dp == tp else {}
+    info = LINE["server_info"] | {"tp_size": tp} | ({"dp_size": dp} | attention if dp else {})
     run = parse_run(LINE | {"server_info": info}, "runs.jsonl:1")
     prof = str(ROOT / "profiles" / "h100-llama-3.1-8b-eagle3-analytic.yaml")
     assert load_profile(prof).hardware.tp_size == 1
@@ -384,7 +386,7 @@ def test_a_line_of_another_tp_size_than_the_profile_is_said(tp, dp, said):
     notes = [n for n in sc["assumptions"] if "prices tp_size" in n]
     assert bool(notes) is said
     if said:
-        assert "tp_size 1" in notes[0] and "tp_size 4" in notes[0] and "--tp 4" in notes[0]
+        assert "tp_size 1" in notes[0] and f"tp_size {tp}" in notes[0] and f"--tp {tp}" in notes[0]
 
 
 @pytest.mark.parametrize(("quant", "said"), [("fp8", True), ("awq", True), (None, False), ("bf16-unknown", False)])
