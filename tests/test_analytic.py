@@ -402,6 +402,18 @@ def test_moe_config_with_more_picked_than_routed_experts_is_refused(tmp_path, ca
     assert "num_experts_per_tok = 200" in err and "1..128" in err
 
 
+def test_a_model_whose_steps_no_profile_holds_is_one_line_naming_it(tmp_path, capsys):
+    """A config of 10**9 layers built a profile whose extend took 191634 s, past the 3600 s a
+    profile holds: 567 pydantic errors in a traceback. One line names the model file, the
+    profile key and value, and nothing is written."""
+    cfg = {**shipped_models()["llama-3.1-8b"], "num_hidden_layers": 10**9}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    err = _bad(tmp_path, capsys, "--model", str(path), "--gpu", "H100")
+    assert str(path) in err and "gpu." in err and "3600" in err, err
+    assert not (tmp_path / "p.yaml").exists()
+
+
 def test_fit_recovers_the_efficiencies_that_made_the_measurements():
     """Refit (what calibration calls): forwards timed with known factors give them back."""
     from specsched.sim.analytic.fit import Observation, fit_efficiency, predict

@@ -58,6 +58,27 @@ def write_analytic_profile(d: dict[str, Any], out: Path) -> None:
     atomic_write_text(out, dump_profile(d))
 
 
+def _check_buildable(d: dict[str, Any], model: str) -> None:
+    """Refuse, naming ``model`` (the --model given), a profile its shapes price outside what a
+    profile holds (a forward past 3600 s: ``num_hidden_layers`` 10**9), in one line: the
+    profile's first out-of-range key and value, instead of pydantic's list of every cell.
+
+    Raises:
+        ConfigError: the built profile does not validate.
+    """
+    from pydantic import ValidationError
+    from specsched.sim.profile import Profile
+
+    try:
+        Profile.model_validate(d)
+    except ValidationError as e:
+        first = e.errors()[0]
+        key = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(model, f"profile {key}", first.get("input"),
+                          f"{first['msg'].lower()}: the profile these shapes price is out of range "
+                          "(check num_hidden_layers, hidden_size, intermediate_size, vocab_size)") from None
+
+
 ATTENTION_KERNELS = {"paged": (True, 0), "paged-unsplit": (False, 0), "gather-unsplit": (False, 2)}
 """``--attention``: (split-KV, KV gather passes) of the decode attention (roofline
 ``attention_kv_bandwidth``, ``Efficiency.kv_gather_passes``). ``paged``: SGLang's default
@@ -154,6 +175,7 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("profiles") / f"{d['name']}.yaml"
     if out.is_dir():
         raise ConfigError("<command line>", "--out", str(out), "is a directory; give a .yaml file path")
+    _check_buildable(d, str(args.model))
     write_analytic_profile(d, out)
     hw = d["hardware"]
     dec = d["gpu"]["decode"]
