@@ -581,7 +581,7 @@ class SimEngine(Clients, EngineStretch):
         if (srv.speculative_algorithm.enabled and (srv.speculative_eagle_topk or 1) > 1
                 and acc.measured_window > acc.window):
             notes.append(AcceptanceTreeCut(acc.measured_window, acc.window, self.scenario.acceptance.mean_accept_length,
-                                           acc.mean))
+                                           acc.mean, acc.window < srv.num_draft_forwards + 1))
         stated, run = self.scenario.acceptance.tree, draft_tree(srv)
         if stated is not None and run is not None and list(stated) != run and max(stated[0], run[0]) > 1:
             notes.append(AcceptanceTreeShape((stated[0], stated[1]), (run[0], run[1]), acc.mean,

@@ -252,15 +252,18 @@ class AcceptanceTreeCut:
 
     Attributes:
         measured: the window the acceptance states (``acceptance.window``, or its rates' length).
-        depth: ``speculative_num_steps + 1``, the most tokens one verify accepts.
+        depth: ``speculative_num_steps + 1``, the most tokens one verify accepts (or
+            ``speculative_num_draft_tokens``, a tree of fewer drafts than steps: ``capped``).
         stated: the stated mean accept length (None: rates or a histogram were given).
         run_mean: the population mean accept length the run draws from.
+        capped: the tree's draft tokens, not its steps, bound the depth.
     """
 
     measured: int
     depth: int
     stated: float | None
     run_mean: float
+    capped: bool = False
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -269,8 +272,11 @@ class AcceptanceTreeCut:
     def line(self) -> str:
         stated = f" instead of the stated {self.stated:g}" if self.stated is not None else ""
         return (f"warning: acceptance: acceptance.window {self.measured} is longer than the most a draft tree accepts "
-                f"per verify, speculative_num_steps + 1 = {self.depth} (its depth + the bonus token, whatever "
-                f"speculative_num_draft_tokens says): the stated rates are cut there and the run's mean accept "
+                + (f"per verify, speculative_num_draft_tokens = {self.depth} (a tree of fewer drafts than its steps "
+                   f"accepts no deeper than its drafts, + the bonus token)" if self.capped else
+                   f"per verify, speculative_num_steps + 1 = {self.depth} (its depth + the bonus token, whatever "
+                   f"speculative_num_draft_tokens says)")
+                + f": the stated rates are cut there and the run's mean accept "
                 f"length is {self.run_mean:.3g}{stated}; a tree's acceptance is measured at its depth + 1 "
                 f"(acceptance.window {self.depth})")
 

@@ -539,9 +539,10 @@ class ServerArgs(BaseModel):
                 raise FieldError("server.speculative_num_steps", steps, f"at most {MAX_DRAFT_TOKENS - 1}: with "
                                  "speculative_eagle_topk 1 the verify window becomes num_steps + 1, and "
                                  f"speculative_num_draft_tokens is at most {MAX_DRAFT_TOKENS}")
-            if steps > self.speculative_num_draft_tokens - 1:
-                raise FieldError("server.speculative_num_steps", steps, "a chain proposes one token per step: at most "
-                                 f"speculative_num_draft_tokens - 1 = {self.speculative_num_draft_tokens - 1}")
+            # a tree (topk > 1) may draft deeper than its draft tokens: SGLang 0.5.23 runs it
+            # (_handle_eagle_family checks no such bound; organize_draft_results keeps the
+            # num_draft_tokens - 1 best candidates, at most that deep: accept_window); a chain's
+            # window is reset to steps + 1 (_chain_window_from_steps)
             self._check_tree_candidates(steps)
         return self
 
@@ -729,7 +730,8 @@ class ServerArgs(BaseModel):
         > 1 the verify scores ``speculative_num_draft_tokens`` tree nodes, but the accepted
         path is one root-to-leaf branch of depth ``num_steps`` (SGLang 0.5.23
         speculative/eagle_utils.py: ``verify_tree_greedy_func`` fills an accept_index of
-        width ``spec_steps + 1``). With topk 1 the two are equal (see ``_spec_window``).
+        width ``spec_steps + 1``), and no deeper than its ``num_draft_tokens - 1`` drafts (a
+        tree of fewer drafts than steps). With topk 1 the two are equal (see ``_spec_window``).
         """
         if not self.speculative_algorithm.enabled:
             return 1

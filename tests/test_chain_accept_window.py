@@ -163,3 +163,22 @@ def test_a_chain_given_a_window_or_topk_without_its_steps_warns_that_sglang_refu
     else:
         assert len(unset) == 1 and unset[0].steps == 3
         assert "refuses to start" in unset[0].line() and "_handle_eagle_family" in unset[0].line()
+
+
+def test_a_tree_of_fewer_drafts_than_steps_runs_and_accepts_no_deeper_than_its_drafts():
+    """SGLang 0.5.23 starts an EAGLE tree of 5 steps, topk 4 and 3 draft tokens
+    (_handle_eagle_family checks no such bound; organize_draft_results keeps the 2 best
+    candidates): it was refused here as 'a chain proposes one token per step'. It drafts 5
+    serial steps and verifies 3 tokens, so at most 3 are committed per verify, and a longer
+    stated acceptance says the drafts, not the steps, cut it."""
+    from specsched.sim.engine import SimEngine
+
+    sc = _eagle(5, 3, 4, [0.8, 0.8])
+    sc = sc.model_validate({**sc.model_dump(), "acceptance": {"per_position_rates": [0.8] * 7, "window": 8}})
+    assert sc.server.accept_window == 3 and sc.server.num_draft_forwards == 5
+    eng = SimEngine(sc)
+    r = eng.run()
+    per_verify = (r.requests["output_len"] - 1) / r.requests["spec_cycles"]
+    assert (per_verify <= 3 + 1e-9).all() and r.summary["accept_length"] > 2.0
+    lines = [n.line() for n in eng.range_notes()]
+    assert any("speculative_num_draft_tokens = 3" in x and "fewer drafts than its steps" in x for x in lines), lines
