@@ -605,10 +605,24 @@ def replace_acceptance_source(override: dict[str, Any]) -> dict[str, Any]:
     return deep_merge(override, {"acceptance": {k: None for k in ACCEPTANCE_SOURCES if k != given[0]}})
 
 
+def _states_acceptance(override: dict[str, Any], pinned: str) -> bool:
+    """Whether ``override`` (a nested mapping) states an acceptance of its own: one of
+    :data:`sim.acceptance_config.ACCEPTANCE_SOURCES`, or the ``pinned`` key a pin would
+    write. Other acceptance keys (``request_spread``, ``sibling_rate``, ``rate_decay``)
+    change how the file's acceptance is drawn, not where it was measured."""
+    acc = override.get("acceptance")
+    if acc is None:
+        return False
+    if not isinstance(acc, dict):
+        return True   # a whole acceptance block replaced: the validation names what it holds
+    return any(acc.get(k) is not None for k in (*ACCEPTANCE_SOURCES, pinned))
+
+
 def pin_acceptance_window(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     """``override`` (a nested mapping) with ``acceptance.window`` set to ``base``'s verify
     window when the override moves the window and ``base`` states its acceptance without
-    one (and the override states no acceptance of its own).
+    one (and the override states no acceptance source or window of its own: another
+    acceptance key, e.g. ``request_spread``, still reads the file's acceptance).
 
     A scenario's acceptance was measured with the drafter at the scenario's window, so a
     what-if at another window (an arm, ``--set``, a sweep axis) carries its per-position
@@ -618,7 +632,8 @@ def pin_acceptance_window(base: dict[str, Any], override: dict[str, Any]) -> dic
     the high-acceptance cell (6.0 at window 8) refused window 4 as 'exceeds the verify window'."""
     acc, srv = base.get("acceptance"), base.get("server")
     over_srv = override.get("server")
-    if (not isinstance(acc, dict) or not acc or acc.get("window") is not None or "acceptance" in override
+    if (not isinstance(acc, dict) or not acc or acc.get("window") is not None
+            or _states_acceptance(override, "window")
             or not isinstance(srv, dict) or not isinstance(over_srv, dict)
             or not any(k in over_srv for k in WINDOW_KEYS)):
         return override
@@ -646,7 +661,8 @@ def pin_acceptance_tree(base: dict[str, Any], override: dict[str, Any]) -> dict[
     """``override`` (a nested mapping) with ``acceptance.tree`` set to ``base``'s draft tree
     (:func:`draft_tree`) when the override moves ``speculative_eagle_topk`` or
     ``speculative_num_draft_tokens`` of a chain drafter off it and ``base`` states its
-    acceptance without a tree (and the override states no acceptance of its own).
+    acceptance without a tree (and the override states no acceptance source or tree of its
+    own: ``sibling_rate`` or ``request_spread`` beside it still reads the file's).
 
     The acceptance was measured on the file's draft; a what-if on a wider or narrower tree
     carries it unchanged (per-depth rates), so the run can say that its accept length is
@@ -655,7 +671,7 @@ def pin_acceptance_tree(base: dict[str, Any], override: dict[str, Any]) -> dict[
     accept length at 2.59, silently, the tree coming out only slower."""
     acc, srv = base.get("acceptance"), base.get("server")
     over_srv = override.get("server")
-    if (not isinstance(acc, dict) or not acc or acc.get("tree") is not None or "acceptance" in override
+    if (not isinstance(acc, dict) or not acc or acc.get("tree") is not None or _states_acceptance(override, "tree")
             or not isinstance(srv, dict) or not isinstance(over_srv, dict)
             or not any(k in over_srv for k in ("speculative_eagle_topk", "speculative_num_draft_tokens"))):
         return override

@@ -348,3 +348,35 @@ def test_a_what_if_on_another_draft_tree_says_its_accept_length_is_carried(tmp_p
     stated = {"server.speculative_eagle_topk": 4, "server.speculative_num_draft_tokens": 16,
               "acceptance.mean_accept_length": 3.1, "acceptance.tree": [4, 16]}
     assert tree_lines(stated)[1] == []                                         # measured on this tree
+
+
+def test_a_what_if_that_moves_the_draft_and_another_acceptance_key_still_carries_the_files_acceptance(tmp_path):
+    """``--set acceptance.request_spread=0.3 --set server.speculative_num_draft_tokens=6`` on a
+    cell stated as a mean at window 4 took the mean at window 6 as given (1.6 drawn at 6,
+    where the carried rates give more), and ``--set acceptance.sibling_rate=0.3`` beside a
+    wider topk lost the pinned draft tree, so the run never said that its accept length is
+    the tree model's: any acceptance key in the what-if counted as 'states its own
+    acceptance'. Only a source (mean, rates, histogram), or the key the pin writes, does."""
+    import yaml
+    from specsched.analysis.overrides import load_scenario_with_overrides
+
+    path = H200 / "window4-lowacc.yaml"
+    sc = load_scenario_with_overrides(path, "base", {"server.speculative_num_draft_tokens": 6,
+                                                     "acceptance.request_spread": 0.3})
+    assert sc.acceptance.window == 4 and sc.acceptance.request_spread == 0.3
+    own = load_scenario_with_overrides(path, "base", {"server.speculative_num_draft_tokens": 6,
+                                                      "acceptance.window": 5})
+    assert own.acceptance.window == 5
+    f = tmp_path / "chain.yaml"
+    f.write_text(yaml.safe_dump({
+        "name": "chain", "profile": "tiny", "seed": 1,
+        "server": {"max_running_requests": 16, "max_total_num_tokens": 200_000, "chunked_prefill_size": 2048,
+                   "speculative_algorithm": "eagle", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+                   "speculative_num_draft_tokens": 4},
+        "acceptance": {"mean_accept_length": 2.6},
+        "workload": {"kind": "burst", "num_requests": 2, "input_len": {"kind": "fixed", "value": 100},
+                     "output_len": {"kind": "fixed", "value": 20}}}))
+    wide = {"server.speculative_eagle_topk": 4, "server.speculative_num_draft_tokens": 8}
+    assert load_scenario_with_overrides(f, "base", {**wide, "acceptance.sibling_rate": 0.3}).acceptance.tree == [1, 4]
+    assert load_scenario_with_overrides(f, "base", {**wide, "acceptance.tree": [4, 8]}).acceptance.tree == [4, 8]
+    assert load_scenario_with_overrides(f, "base", {**wide, "acceptance.mean_accept_length": 3.0}).acceptance.tree is None
