@@ -201,9 +201,14 @@ class Scenario(BaseModel):
 
     @model_validator(mode="after")
     def _acceptance_fits_window(self) -> Scenario:
+        # the verifying server's window and tree: under disaggregation the decode role's (a
+        # prefill server returns the first token only; sim.disaggregation.PDEngine draws there)
+        srv, role = self.server, ""
+        if srv.disaggregation is not None:
+            srv, role = srv.role_server("decode"), "server.disaggregation.decode.server."
         m = self.acceptance.mean_accept_length
-        w = self.server.accept_window
-        acc, spec = self.acceptance, self.server.speculative_algorithm.enabled
+        w = srv.accept_window
+        acc, spec = self.acceptance, srv.speculative_algorithm.enabled
         d = acc.rate_decay
         if spec and m is None and acc.per_position_rates is None and acc.histogram is None:
             # without a distribution every draft would be rejected (accept length 1): a
@@ -215,10 +220,10 @@ class Scenario(BaseModel):
         if acc.window is not None:  # measured at acc.window: cut or continued to the run's window
             w, spec = acc.window, True
             what, whose = "acceptance.window", "the verify window it was measured at"
-        elif w < self.server.spec_window:  # a draft tree: its depth bounds the accepted path
-            what, whose = "speculative_num_steps + 1", "the draft tree's depth + 1"
+        elif w < srv.spec_window:  # a draft tree: its depth bounds the accepted path
+            what, whose = f"{role}speculative_num_steps + 1", "the draft tree's depth + 1"
         else:
-            what, whose = "speculative_num_draft_tokens", "the verify window"
+            what, whose = f"{role}speculative_num_draft_tokens", "the verify window"
         if spec and acc.per_position_rates is not None and len(acc.per_position_rates) > w - 1:
             raise FieldError("acceptance.per_position_rates", acc.per_position_rates, "at most "
                              f"{what} - 1 = {w - 1} rates (one per draft position)")
@@ -228,7 +233,7 @@ class Scenario(BaseModel):
         if spec and m is not None and d < 1.0 and m > 1.0 + sum(d ** (i * (i + 1) / 2) for i in range(w - 1)) - 1e-6:
             raise FieldError("acceptance.mean_accept_length", m, f"out of reach at {what} = {w} with "
                              f"rate_decay {d} (even a first-position rate of 1 gives less)")
-        tree = acc.tree or draft_tree(self.server)
+        tree = acc.tree or draft_tree(srv)
         if spec and m is not None and acc.sibling_rate is not None and tree is not None and tree[0] > 1:
             from specsched.sim.draft_tree import tree_mean
 

@@ -134,6 +134,11 @@ class PDEngine(SimEngine):
         """The decode servers' draft tree (they run the verifies)."""
         return draft_tree(scenario.server.role_server("decode"))
 
+    @staticmethod
+    def verify_server_of(scenario: Scenario) -> ServerArgs:
+        """The decode servers' arguments (they run the verifies)."""
+        return scenario.server.role_server("decode")
+
     def __init__(self, scenario: Scenario, profile: Profile | None = None, seed: int | None = None,
                  *, fast_forward: bool = True, records: str = "auto") -> None:
         self.fast_forward_asked = fast_forward

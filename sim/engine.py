@@ -159,6 +159,12 @@ class SimEngine(Clients, EngineStretch):
         drafter, sim.config.draft_tree): the server's."""
         return draft_tree(scenario.server)
 
+    @staticmethod
+    def verify_server_of(scenario: Scenario) -> Any:
+        """The server arguments of the servers that run the verifies (whose window and draft
+        tree the accept lengths are drawn at): the scenario's server."""
+        return scenario.server
+
     def __init__(self, scenario: Scenario, profile: Profile | None = None, seed: int | None = None,
                  *, fast_forward: bool = True, records: str = "auto") -> None:
         self.scenario = scenario
@@ -574,7 +580,7 @@ class SimEngine(Clients, EngineStretch):
         profile, grid and axis, at the largest value any of them queried
         (:func:`sim.grid_range.merged`)."""
         notes = [n for cost in self.cost_models() for n in cost.range_notes()]
-        acc, srv = self.acceptance, self.scenario.server
+        acc, srv = self.acceptance, self.verify_server_of(self.scenario)
         if srv.speculative_algorithm.enabled and acc.window > acc.measured_window:
             notes.append(AcceptanceBeyond(acc.window, acc.measured_window, acc.rate_decay,
                                           srv.speculative_algorithm.is_block, srv.speculative_algorithm.value))
@@ -586,6 +592,7 @@ class SimEngine(Clients, EngineStretch):
         if stated is not None and run is not None and list(stated) != run and max(stated[0], run[0]) > 1:
             notes.append(AcceptanceTreeShape((stated[0], stated[1]), (run[0], run[1]), acc.mean,
                                              self.scenario.acceptance.sibling_rate))
+        srv = self.scenario.server   # the steps as the scenario writes them
         if srv.speculative_algorithm.enabled and not srv.speculative_algorithm.is_block \
                 and srv.speculative_num_steps is None:
             if srv.model_fields_set & {"speculative_eagle_topk", "speculative_num_draft_tokens"}:

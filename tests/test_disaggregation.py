@@ -405,14 +405,14 @@ def test_inv_pd_progress_decode_servers_that_retract_finish_every_request(reserv
             assert r.kv.used == 0 and not r.retracted_queue
 
 
-def _pd_scenario(tmp_path, top: dict, prefill: dict, decode: dict):
+def _pd_scenario(tmp_path, top: dict, prefill: dict, decode: dict, acceptance: dict | None = None):
     import yaml
     from specsched.sim.config import load_scenario
 
     raw = {"name": "pd", "profile": "h100-llama-3.1-8b-eagle3-analytic",
            "server": {**top, "disaggregation": {"prefill": {"instances": 1, "server": prefill},
                                                 "decode": {"instances": 1, "server": decode}}},
-           "acceptance": {"mean_accept_length": 1.9},
+           "acceptance": acceptance or {"mean_accept_length": 1.9},
            "workload": {"kind": "burst", "num_requests": 4, "input_len": {"kind": "fixed", "value": 300},
                         "output_len": {"kind": "fixed", "value": 20}}}
     p = tmp_path / "pd.yaml"
@@ -539,3 +539,51 @@ def test_pd_fast_forward_counts_are_the_decode_servers_sums():
     assert sum(s.ff_iterations for s in servers) > 0
     assert res.extra["fast_forward_runs"] == sum(s.ff_runs for s in servers)
     assert res.extra["fast_forward_iterations"] == sum(s.ff_iterations for s in servers)
+
+
+def test_the_acceptance_is_checked_at_the_decode_role_that_verifies(tmp_path):
+    """The decode servers run the verifies, so the acceptance is read at their window and
+    draft tree. A mean of 4.5 measured on a decode role of 5 steps (topk 4, 16 draft tokens)
+    under a 3-step chain section was refused as 'exceeds the verify window,
+    speculative_num_draft_tokens = 4' (the section's); under a 5-step section, a decode role
+    of 3 draft tokens passed the check and the run died in a ValueError traceback
+    ('mean_accept_length 4.5 outside [1, 3]')."""
+    import numpy as np
+    from specsched.sim.acceptance import AcceptanceModel
+    from specsched.sim.config import draft_tree
+
+    chain = {"speculative_algorithm": "eagle", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+             "speculative_num_draft_tokens": 4}
+    tree = {"speculative_num_steps": 5, "speculative_eagle_topk": 4, "speculative_num_draft_tokens": 16}
+    acc = {"mean_accept_length": 4.5, "sibling_rate": 0.3}
+    sc = _pd_scenario(tmp_path, chain, {}, tree, acc)
+    dec = sc.server.role_server("decode")
+    model = AcceptanceModel(sc.acceptance, dec.accept_window, 1, draft_tree(dec))
+    assert model.mean == pytest.approx(4.5, abs=1e-6)
+    assert np.mean([model.draw(r, c) for r in range(200) for c in range(20)]) == pytest.approx(4.5, abs=0.1)
+    with pytest.raises(ConfigError, match="out of reach on the draft tree it was measured on .topk 4, 3 draft"):
+        _pd_scenario(tmp_path, {**chain, **tree}, {}, {"speculative_num_draft_tokens": 3}, acc)
+    long = {**chain, "speculative_num_steps": 5, "speculative_num_draft_tokens": 6}
+    with pytest.raises(ConfigError, match="server.disaggregation.decode.server.speculative_num_draft_tokens = 3"):
+        _pd_scenario(tmp_path, long, {}, {"speculative_num_steps": 2, "speculative_num_draft_tokens": 3},
+                     {"mean_accept_length": 4.5})
+    with pytest.raises(ConfigError, match="acceptance.mean_accept_length"):
+        _pd_scenario(tmp_path, {}, {}, {"speculative_algorithm": "dspark", "speculative_num_draft_tokens": 3},
+                     {"mean_accept_length": 3.5})
+
+
+def test_a_decode_role_on_another_draft_tree_says_whose_accept_length_it_draws(tmp_path):
+    """A decode role verifying a topk-4, 16-token tree under a chain section, with the
+    acceptance stated on the chain (acceptance.tree [1, 6]), drew the tree model's accept
+    length (3.75 against the chain's 3.21) and said nothing: the run's notes read the
+    section's draft, not the decode servers'."""
+    from specsched.sim.grid_range import AcceptanceTreeShape
+
+    chain = {"speculative_algorithm": "eagle", "speculative_num_steps": 5, "speculative_eagle_topk": 1,
+             "speculative_num_draft_tokens": 6}
+    acc = {"per_position_rates": [0.75] * 5, "sibling_rate": 0.3, "tree": [1, 6]}
+    sc = _pd_scenario(tmp_path, chain, {}, {"speculative_eagle_topk": 4, "speculative_num_draft_tokens": 16}, acc)
+    notes = [n for n in SimEngine(sc).range_notes() if isinstance(n, AcceptanceTreeShape)]
+    assert [(n.measured, n.run) for n in notes] == [((1, 6), (4, 16))] and notes[0].run_mean > 3.7
+    same = _pd_scenario(tmp_path, chain, {}, {}, acc)
+    assert not [n for n in SimEngine(same).range_notes() if isinstance(n, AcceptanceTreeShape)]
