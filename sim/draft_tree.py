@@ -28,8 +28,6 @@ All arrays are float64; depths count from 1 (the first draft token); no function
 
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 
 
@@ -78,17 +76,18 @@ def tree_reach(p: np.ndarray, theta: float, topk: int, num_draft_tokens: int) ->
     reach = np.zeros(depth)
     if depth == 0 or num_draft_tokens == 1:
         return reach
-    # candidates: (score, order, depth); beams: the scores kept to expand at the next step
-    cands: list[tuple[float, int, int]] = []
-    beams = [float(s) for s in a[0]]
-    for s in beams:
-        cands.append((s, len(cands), 0))
+    # each step's candidates in SGLang's order (beam-major); the beams kept to expand next,
+    # best first. A stable sort of the negated scores keeps the earlier of equal ones.
+    scores = [a[0]]
+    beams = a[0]
     for d in range(1, depth):
-        expanded = [b * float(c) for b in beams for c in a[d]]
-        for s in expanded:
-            cands.append((s, len(cands), d))
-        beams = [s for s, _ in heapq.nlargest(topk, ((s, -i) for i, s in enumerate(expanded)))]
-    for s, _, d in heapq.nlargest(num_draft_tokens - 1, cands, key=lambda c: (c[0], -c[1])):
+        expanded = (beams[:, None] * a[d][None, :]).ravel()
+        scores.append(expanded)
+        beams = expanded[np.argsort(-expanded, kind="stable")[:topk]]
+    cands = np.concatenate(scores)
+    depths = np.repeat(np.arange(depth), [len(s) for s in scores])
+    pick = np.argsort(-cands, kind="stable")[: num_draft_tokens - 1]
+    for s, d in zip(cands[pick].tolist(), depths[pick].tolist(), strict=True):
         reach[d] += s
     return np.minimum(reach, 1.0)
 
