@@ -270,6 +270,11 @@ class AcceptanceTreeCut:
         return "", "acceptance-tree", ""
 
     def line(self) -> str:
+        run = f"{self.run_mean:.3g}"
+        if self.stated is not None:
+            # as many digits as tell the run's mean from the stated one (3.396, not 3.4 again)
+            digits = next((k for k in range(3, 7) if f"{self.run_mean:.{k}g}" != f"{self.stated:g}"), 6)
+            run = f"{self.run_mean:.{digits}g}"
         stated = f" instead of the stated {self.stated:g}" if self.stated is not None else ""
         return (f"warning: acceptance: acceptance.window {self.measured} is longer than the most a draft tree accepts "
                 + (f"per verify, speculative_num_draft_tokens = {self.depth} (a tree of fewer drafts than its steps "
@@ -277,7 +282,7 @@ class AcceptanceTreeCut:
                    f"per verify, speculative_num_steps + 1 = {self.depth} (its depth + the bonus token, whatever "
                    f"speculative_num_draft_tokens says)")
                 + f": the stated rates are cut there and the run's mean accept "
-                f"length is {self.run_mean:.3g}{stated}; a tree's acceptance is measured at its depth + 1 "
+                f"length is {run}{stated}; a tree's acceptance is measured at its depth + 1 "
                 f"(acceptance.window {self.depth})")
 
 

@@ -380,3 +380,13 @@ def test_a_what_if_that_moves_the_draft_and_another_acceptance_key_still_carries
     assert load_scenario_with_overrides(f, "base", {**wide, "acceptance.sibling_rate": 0.3}).acceptance.tree == [1, 4]
     assert load_scenario_with_overrides(f, "base", {**wide, "acceptance.tree": [4, 8]}).acceptance.tree == [4, 8]
     assert load_scenario_with_overrides(f, "base", {**wide, "acceptance.mean_accept_length": 3.0}).acceptance.tree is None
+
+
+def test_a_cut_tree_line_never_says_a_mean_instead_of_the_same_mean():
+    """acceptance.window 9 at rate_decay 0.8 on a 5-step tree cuts a stated 3.4 to 3.396,
+    and the line read 'the run's mean accept length is 3.4 instead of the stated 3.4'."""
+    from specsched.sim.grid_range import AcceptanceTreeCut
+
+    line = AcceptanceTreeCut(9, 6, 3.4, 3.396).line()
+    assert "is 3.396 instead of the stated 3.4" in line
+    assert "is 2.73 instead of the stated 3.4" in AcceptanceTreeCut(9, 6, 3.4, 2.7312).line()
