@@ -592,6 +592,10 @@ class SimEngine(Clients, EngineStretch):
         if stated is not None and run is not None and list(stated) != run and max(stated[0], run[0]) > 1:
             notes.append(AcceptanceTreeShape((stated[0], stated[1]), (run[0], run[1]), acc.mean,
                                              self.scenario.acceptance.sibling_rate))
+        elif acc.tree is not None and run is not None and self.scenario.acceptance.mean_accept_length is None:
+            # rank-1 rates turned into this tree's accept length by the tree model (a mean is
+            # solved on the tree it was measured on, and drawn as stated there)
+            notes.append(AcceptanceTreeShape(None, (run[0], run[1]), acc.mean, self.scenario.acceptance.sibling_rate))
         srv = self.scenario.server   # the steps as the scenario writes them
         if srv.speculative_algorithm.enabled and not srv.speculative_algorithm.is_block \
                 and srv.speculative_num_steps is None:

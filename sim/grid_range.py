@@ -301,14 +301,19 @@ class AcceptanceTreeShape:
     With ``acceptance.sibling_rate`` the accept length is carried to the run's tree by the
     tree model (sim/draft_tree.py), and the line says that instead.
 
+    With ``sibling_rate`` and no other measured tree (``measured`` None), the stated
+    ``per_position_rates`` are the draft's rank-1 rates and the run's accept length on its
+    own tree is the tree model's: the line says that.
+
     Attributes:
-        measured: ``[topk, draft tokens]`` the acceptance states.
+        measured: ``[topk, draft tokens]`` the acceptance states, or None (rank-1 rates on
+            the run's own tree).
         run: ``[topk, draft tokens]`` the run drafts.
         run_mean: the population mean accept length the run draws from.
         sibling_rate: ``acceptance.sibling_rate``, or None.
     """
 
-    measured: tuple[int, int]
+    measured: tuple[int, int] | None
     run: tuple[int, int]
     run_mean: float
     sibling_rate: float | None = None
@@ -318,7 +323,14 @@ class AcceptanceTreeShape:
         return "", "acceptance-tree-shape", f"{self.run[0]:04d}-{self.run[1]:04d}"
 
     def line(self) -> str:
-        (k0, n0), (k1, n1) = self.measured, self.run
+        k1, n1 = self.run
+        if self.measured is None:
+            return (f"warning: acceptance: per_position_rates are the draft's rank-1 rates per depth; on this run's "
+                    f"draft tree (speculative_eagle_topk {k1}, {n1} draft tokens) its accept length "
+                    f"({self.run_mean:.3g}) is the tree model's, each next-ranked candidate catching "
+                    f"acceptance.sibling_rate {self.sibling_rate:g} of what the higher ones miss (sim/draft_tree.py), "
+                    f"not a measurement on this tree")
+        k0, n0 = self.measured
         if self.sibling_rate is not None:
             return (f"warning: acceptance: measured on a draft of speculative_eagle_topk {k0}, "
                     f"speculative_num_draft_tokens {n0} (acceptance.tree); this run drafts topk {k1}, {n1} tokens: "

@@ -193,3 +193,29 @@ def test_inv_tree_mono_a_likelier_draft_never_accepts_less_and_ranks_stay_ordere
     a = rank_rates(np.full(depth, p), theta, topk)
     assert (np.diff(a, axis=1) <= 1e-15).all() and a.sum(axis=1).max() <= 1.0 + 1e-12
     assert tree_mean(np.full(depth, 1e-9), theta, topk, n) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_rank1_rates_on_a_wider_tree_say_once_that_the_accept_length_is_the_tree_models():
+    """per_position_rates with a sibling_rate on the scenario's own topk-4, 8-token tree drew
+    the tree model's accept length (3.42 from rank-1 rates of 0.75, the chain's 3.21) and no
+    line said so; a mean stated on that tree is drawn as stated, and a chain draws the rates."""
+    from specsched.sim.engine import SimEngine
+    from specsched.sim.grid_range import warning_lines
+
+    from tests.conftest import make_scenario, tiny_profile
+
+    tree = {"speculative_algorithm": "eagle", "speculative_num_steps": 5, "speculative_eagle_topk": 4,
+            "speculative_num_draft_tokens": 8}
+    chain = {**tree, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 6}
+
+    def lines(srv, acc):
+        eng = SimEngine(make_scenario(srv, {"num_requests": 2}, acceptance=acc), tiny_profile())
+        return eng, [x for x in warning_lines(eng.range_notes()) if "sim/draft_tree.py" in x]
+
+    rates = {"mean_accept_length": None, "per_position_rates": [0.75] * 5, "sibling_rate": 0.3, "request_spread": 0.0}
+    eng, found = lines(tree, rates)
+    assert len(found) == 1 and f"({eng.acceptance.mean:.3g})" in found[0] and "rank-1" in found[0]
+    assert "speculative_eagle_topk 4, 8 draft tokens" in found[0] and "acceptance.sibling_rate 0.3" in found[0]
+    assert lines(tree, {"mean_accept_length": 3.4, "sibling_rate": 0.3})[1] == []
+    assert lines(chain, rates)[1] == []
+    assert lines(tree, {**rates, "sibling_rate": None})[1] == []   # no sibling_rate: its own line
