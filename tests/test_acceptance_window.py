@@ -318,22 +318,13 @@ def test_a_what_if_on_another_draft_tree_says_its_accept_length_is_carried(tmp_p
     SGLang 0.5.23's tree verify keeps the longest matching path over every candidate
     (speculative/eagle_utils.py eagle_sample). The what-if pins the file's draft as
     acceptance.tree and the run says in one warning line that its accept length is carried."""
-    import yaml
     from specsched.analysis.overrides import load_scenario_with_overrides
     from specsched.sim.engine import SimEngine
     from specsched.sim.grid_range import warning_lines
 
     from tests.conftest import tiny_profile
 
-    f = tmp_path / "chain.yaml"
-    f.write_text(yaml.safe_dump({
-        "name": "chain", "profile": "tiny", "seed": 1,
-        "server": {"max_running_requests": 16, "max_total_num_tokens": 200_000, "chunked_prefill_size": 2048,
-                   "speculative_algorithm": "eagle", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
-                   "speculative_num_draft_tokens": 4},
-        "acceptance": {"mean_accept_length": 2.6},
-        "workload": {"kind": "burst", "num_requests": 2, "input_len": {"kind": "fixed", "value": 100},
-                     "output_len": {"kind": "fixed", "value": 20}}}))
+    f = _chain_file(tmp_path)
 
     def tree_lines(over):
         sc = load_scenario_with_overrides(f, "base", over)
@@ -357,7 +348,6 @@ def test_a_what_if_that_moves_the_draft_and_another_acceptance_key_still_carries
     wider topk lost the pinned draft tree, so the run never said that its accept length is
     the tree model's: any acceptance key in the what-if counted as 'states its own
     acceptance'. Only a source (mean, rates, histogram), or the key the pin writes, does."""
-    import yaml
     from specsched.analysis.overrides import load_scenario_with_overrides
 
     path = H200 / "window4-lowacc.yaml"
@@ -367,15 +357,7 @@ def test_a_what_if_that_moves_the_draft_and_another_acceptance_key_still_carries
     own = load_scenario_with_overrides(path, "base", {"server.speculative_num_draft_tokens": 6,
                                                       "acceptance.window": 5})
     assert own.acceptance.window == 5
-    f = tmp_path / "chain.yaml"
-    f.write_text(yaml.safe_dump({
-        "name": "chain", "profile": "tiny", "seed": 1,
-        "server": {"max_running_requests": 16, "max_total_num_tokens": 200_000, "chunked_prefill_size": 2048,
-                   "speculative_algorithm": "eagle", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
-                   "speculative_num_draft_tokens": 4},
-        "acceptance": {"mean_accept_length": 2.6},
-        "workload": {"kind": "burst", "num_requests": 2, "input_len": {"kind": "fixed", "value": 100},
-                     "output_len": {"kind": "fixed", "value": 20}}}))
+    f = _chain_file(tmp_path)
     wide = {"server.speculative_eagle_topk": 4, "server.speculative_num_draft_tokens": 8}
     assert load_scenario_with_overrides(f, "base", {**wide, "acceptance.sibling_rate": 0.3}).acceptance.tree == [1, 4]
     assert load_scenario_with_overrides(f, "base", {**wide, "acceptance.tree": [4, 8]}).acceptance.tree == [4, 8]
@@ -390,3 +372,19 @@ def test_a_cut_tree_line_never_says_a_mean_instead_of_the_same_mean():
     line = AcceptanceTreeCut(9, 6, 3.4, 3.396).line()
     assert "is 3.396 instead of the stated 3.4" in line
     assert "is 2.73 instead of the stated 3.4" in AcceptanceTreeCut(9, 6, 3.4, 2.7312).line()
+
+
+def _chain_file(tmp_path):
+    """A 3-step EAGLE chain (3/1/4) stated as a mean accept length of 2.6, on the tiny profile."""
+    import yaml
+
+    f = tmp_path / "chain.yaml"
+    f.write_text(yaml.safe_dump({
+        "name": "chain", "profile": "tiny", "seed": 1,
+        "server": {"max_running_requests": 16, "max_total_num_tokens": 200_000, "chunked_prefill_size": 2048,
+                   "speculative_algorithm": "eagle", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+                   "speculative_num_draft_tokens": 4},
+        "acceptance": {"mean_accept_length": 2.6},
+        "workload": {"kind": "burst", "num_requests": 2, "input_len": {"kind": "fixed", "value": 100},
+                     "output_len": {"kind": "fixed", "value": 20}}}))
+    return f
