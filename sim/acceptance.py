@@ -20,7 +20,7 @@ import math
 import numpy as np
 from specsched.sim import seed_streams
 from specsched.sim.acceptance_config import AcceptanceConfig
-from specsched.sim.draft_tree import tree_mean, tree_rates
+from specsched.sim.draft_tree import TREE_TOP_TOLERANCE, top_tree_mean, tree_mean, tree_rates
 
 _BLOCK = 256
 _HERMITE = np.polynomial.hermite_e.hermegauss(32)
@@ -213,8 +213,8 @@ def logits_for_mean(target: float, window: int, spread: float, decay: float = 1.
     shape = np.log(decay) * np.arange(gamma)
     if tree_at is not None:
         # a tree with fewer draft tokens than its depth, or a decaying rate, tops out lower
-        top = tree_mean(decay ** np.arange(gamma), *tree_at)
-        if target > top + 1e-9:
+        top = top_tree_mean(gamma, decay, *tree_at)
+        if target > top + TREE_TOP_TOLERANCE:   # the scenario's check refuses these at load
             raise ValueError(f"mean_accept_length {target} is out of reach on a draft tree of topk {tree_at[1]}, "
                              f"{tree_at[2]} draft tokens (at most {top:.6g})")
         if target >= top - 1e-9:

@@ -201,11 +201,9 @@ class Scenario(BaseModel):
 
     @model_validator(mode="after")
     def _acceptance_fits_window(self) -> Scenario:
-        # the verifying server's window and tree: under disaggregation the decode role's (a
-        # prefill server returns the first token only; sim.disaggregation.PDEngine draws there)
-        srv, role = self.server, ""
-        if srv.disaggregation is not None:
-            srv, role = srv.role_server("decode"), "server.disaggregation.decode.server."
+        # the window and tree the accept lengths are drawn at (ServerArgs.verifying_server)
+        srv = self.server.verifying_server()
+        role = "" if self.server.disaggregation is None else "server.disaggregation.decode.server."
         m = self.acceptance.mean_accept_length
         w = srv.accept_window
         acc, spec = self.acceptance, srv.speculative_algorithm.enabled
@@ -235,10 +233,10 @@ class Scenario(BaseModel):
                              f"rate_decay {d} (even a first-position rate of 1 gives less)")
         tree = acc.tree or draft_tree(srv)
         if spec and m is not None and acc.sibling_rate is not None and tree is not None and tree[0] > 1:
-            from specsched.sim.draft_tree import tree_mean
+            from specsched.sim.draft_tree import TREE_TOP_TOLERANCE, top_tree_mean
 
-            top = tree_mean([d ** i for i in range(w - 1)], acc.sibling_rate, tree[0], tree[1])
-            if m > top + 1e-6:
+            top = top_tree_mean(w - 1, d, acc.sibling_rate, tree[0], tree[1])
+            if m > top + TREE_TOP_TOLERANCE:
                 raise FieldError("acceptance.mean_accept_length", m, f"out of reach on the draft tree it was "
                                  f"measured on (topk {tree[0]}, {tree[1]} draft tokens, depth {w - 1}: at most "
                                  f"{top:.6g} even when every rank-1 draft is accepted)")

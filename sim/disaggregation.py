@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 from specsched.sim import seed_streams
-from specsched.sim.config import Scenario, ServerArgs, draft_tree
+from specsched.sim.config import Scenario, ServerArgs
 from specsched.sim.disagg_records import StreamRecorder, deployment_step_summary
 from specsched.sim.engine import SimEngine
 from specsched.sim.errors import ConfigError
@@ -121,23 +121,6 @@ class PDEngine(SimEngine):
     Raises:
         ConfigError: the profile has no ``kv_transfer`` section.
     """
-
-    @staticmethod
-    def accept_window_of(scenario: Scenario) -> int:
-        """The decode servers' verify window: they run the verifies (a prefill server returns
-        the first token only), and a decode role may speculate where the server section does
-        not (``server.disaggregation.decode.server.speculative_algorithm``)."""
-        return scenario.server.role_server("decode").accept_window
-
-    @staticmethod
-    def draft_tree_of(scenario: Scenario) -> list[int] | None:
-        """The decode servers' draft tree (they run the verifies)."""
-        return draft_tree(scenario.server.role_server("decode"))
-
-    @staticmethod
-    def verify_server_of(scenario: Scenario) -> ServerArgs:
-        """The decode servers' arguments (they run the verifies)."""
-        return scenario.server.role_server("decode")
 
     def __init__(self, scenario: Scenario, profile: Profile | None = None, seed: int | None = None,
                  *, fast_forward: bool = True, records: str = "auto") -> None:

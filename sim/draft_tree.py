@@ -30,6 +30,10 @@ from __future__ import annotations
 
 import numpy as np
 
+TREE_TOP_TOLERANCE = 1e-6
+"""How far a stated mean accept length may exceed :func:`top_tree_mean` and still be read as
+every draft accepted (the scenario's load check and the solver use the same bound)."""
+
 
 def rank_rates(p: np.ndarray, theta: float, topk: int) -> np.ndarray:
     """P(the target's token is the draft's rank-r candidate | the path so far matched), for
@@ -107,6 +111,13 @@ def tree_rates(p: np.ndarray, theta: float, topk: int, num_draft_tokens: int) ->
 def tree_mean(p: np.ndarray, theta: float, topk: int, num_draft_tokens: int) -> float:
     """Mean accept length on that tree: 1 + sum_d P(accept length > d)."""
     return 1.0 + float(tree_reach(p, theta, topk, num_draft_tokens).sum())
+
+
+def top_tree_mean(depth: int, decay: float, theta: float, topk: int, num_draft_tokens: int) -> float:
+    """The most a tree of ``depth`` draft steps accepts on average when its rank-1 rates are
+    p_1 x decay^(d - 1) at p_1 = 1: ``depth`` + 1 unless the tree has fewer draft tokens
+    than steps or the rate decays. A stated mean above it cannot be solved for."""
+    return tree_mean(decay ** np.arange(depth), theta, topk, num_draft_tokens)
 
 
 def fit_sibling_rate(first: tuple[int, int, int, float], second: tuple[int, int, int, float]) -> tuple[float, float]:

@@ -148,31 +148,14 @@ class SimEngine(Clients, EngineStretch):
             return super().__new__(PDEngine)
         return super().__new__(cls)
 
-    @staticmethod
-    def accept_window_of(scenario: Scenario) -> int:
-        """The verify window the run's accept lengths are drawn at: the server's."""
-        return scenario.server.accept_window
-
-    @staticmethod
-    def draft_tree_of(scenario: Scenario) -> list[int] | None:
-        """The draft tree the run's verifies check (``[topk, draft tokens]`` of a chain
-        drafter, sim.config.draft_tree): the server's."""
-        return draft_tree(scenario.server)
-
-    @staticmethod
-    def verify_server_of(scenario: Scenario) -> Any:
-        """The server arguments of the servers that run the verifies (whose window and draft
-        tree the accept lengths are drawn at): the scenario's server."""
-        return scenario.server
-
     def __init__(self, scenario: Scenario, profile: Profile | None = None, seed: int | None = None,
                  *, fast_forward: bool = True, records: str = "auto") -> None:
         self.scenario = scenario
         self.seed = scenario.seed if seed is None else seed
         # host work at the scenario's host speed (sim/host_speed.py; factor 1: this profile)
         self.profile = self._host_conditioned(profile or load_profile(scenario.profile, scenario.path or None))
-        self.acceptance = AcceptanceModel(scenario.acceptance, self.accept_window_of(scenario), self.seed,
-                                          self.draft_tree_of(scenario))
+        verifier = scenario.server.verifying_server()   # the accept lengths are drawn at its window and tree
+        self.acceptance = AcceptanceModel(scenario.acceptance, verifier.accept_window, self.seed, draft_tree(verifier))
         w = scenario.workload
         self._finish_reacts = w.kind in ("closed_loop", "multi_turn") or (w.kind in ("poisson", "trace") and w.max_concurrency is not None)
         self._init_host(scenario.server, DeviceTokens(self.acceptance), fast_forward)
@@ -580,7 +563,7 @@ class SimEngine(Clients, EngineStretch):
         profile, grid and axis, at the largest value any of them queried
         (:func:`sim.grid_range.merged`)."""
         notes = [n for cost in self.cost_models() for n in cost.range_notes()]
-        acc, srv = self.acceptance, self.verify_server_of(self.scenario)
+        acc, srv = self.acceptance, self.scenario.server.verifying_server()
         if srv.speculative_algorithm.enabled and acc.window > acc.measured_window:
             notes.append(AcceptanceBeyond(acc.window, acc.measured_window, acc.rate_decay,
                                           srv.speculative_algorithm.is_block, srv.speculative_algorithm.value))

@@ -593,6 +593,18 @@ class ServerArgs(BaseModel):
                          f"the SWA pool (int({full_s} x {r}) = {pool_s}) must exceed "
                          f"sliding_window_size + page_size = {self.sliding_window_size} + {p} = {need}{hint}")
 
+    def verifying_server(self) -> ServerArgs:
+        """The arguments of the servers that run the verifies, whose verify window and draft
+        tree a run's accept lengths are drawn at: these, or under prefill-decode
+        disaggregation the decode role's (a prefill server returns the first token only, and a
+        decode role may speculate where the server section does not:
+        ``server.disaggregation.decode.server.speculative_algorithm``).
+
+        Raises:
+            FieldError: as :meth:`role_server`.
+        """
+        return self if self.disaggregation is None else self.role_server("decode")
+
     def role_server(self, role: str) -> ServerArgs:
         """A disaggregated role's server arguments: these with ``server.disaggregation.<role>.server``
         applied and ``disaggregation_mode`` set to the role (``prefill`` or ``decode``).
