@@ -29,23 +29,23 @@ import numpy as np
 from specsched.sim.bench_serving import read_bench_runs
 from specsched.sim.draft_tree import fit_sibling_rate, tree_mean
 from specsched.sim.errors import ConfigError
-
-CHAIN_ALGORITHMS = {"eagle", "eagle3", "nextn", "mtp", "standalone"}
-"""SGLang's chain drafters (a block drafter, DSpark or DFlash, drafts no tree)."""
+from specsched.sim.server_args import SpecAlgorithm, chain_window_reset
 
 
 def tree_of(info: dict) -> tuple[int, int, int] | None:
-    """``(topk, num_draft_tokens, steps)`` of a line's ``server_info`` as SGLang runs it (topk
-    1 resets the draft tokens to steps + 1: arg_groups/speculative_hook.py
-    ``_handle_eagle_family``), or None (no chain drafter, or its tree not stated)."""
-    algo = str(info.get("speculative_algorithm") or "").lower()
+    """``(topk, num_draft_tokens, steps)`` of a line's ``server_info`` as SGLang runs it (a
+    chain's draft tokens reset to steps + 1: :func:`sim.server_args.chain_window_reset`), or
+    None (no chain drafter, or its tree not stated)."""
+    try:
+        algo = SpecAlgorithm(str(info.get("speculative_algorithm") or "none").lower())
+    except ValueError:
+        return None
     steps, topk, n = (info.get(k) for k in ("speculative_num_steps", "speculative_eagle_topk",
                                            "speculative_num_draft_tokens"))
-    if algo not in CHAIN_ALGORITHMS or not isinstance(steps, int) or steps < 1:
+    if not algo.enabled or algo.is_block or not isinstance(steps, int) or steps < 1:
         return None
+    n = chain_window_reset(algo, steps, topk) or n
     topk = topk if isinstance(topk, int) and topk >= 1 else 1
-    if topk == 1:
-        n = steps + 1
     if not isinstance(n, int) or n < 2:
         return None
     return topk, n, steps
