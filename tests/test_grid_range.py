@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import re
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import yaml
 from hypothesis import given, settings
@@ -344,21 +345,26 @@ def test_a_grid_whose_columns_reach_past_its_span_says_which_figures_no_measurem
     assert "extrapolated linearly" in past and "32768" in past
 
 
-def test_the_mi355x_cells_stay_in_their_span_and_a_32k_prompt_leaves_it(tmp_path, capsys):
+def _mi355x_batch8(tmp_path, **workload) -> Path:
+    """scenarios/batch8-ll.yaml on its MI355X profile, base arm only, 64 output tokens and
+    ``workload``'s keys, written to ``tmp_path/s.yaml``."""
     from tests.conftest import ROOT
 
     doc = yaml.safe_load((ROOT / "scenarios" / "batch8-ll.yaml").read_text())
     doc["profile"] = str(ROOT / "profiles" / "mi355x-dsv41-flash-tp4.yaml")
-    doc["workload"]["num_requests"] = 8
-    doc["workload"]["output_len"] = {"kind": "fixed", "value": 64}
+    doc["workload"].update(output_len={"kind": "fixed", "value": 64}, **workload)
     doc["arms"] = {"base": {}}
     doc.pop("reference", None)
     p = tmp_path / "s.yaml"
     p.write_text(yaml.safe_dump(doc))
+    return p
+
+
+def test_the_mi355x_cells_stay_in_their_span_and_a_32k_prompt_leaves_it(tmp_path, capsys):
+    p = _mi355x_batch8(tmp_path, num_requests=8)
     assert main(["run", str(p), "--out", str(tmp_path / "a")]) == 0
     assert "warning" not in capsys.readouterr().err
-    doc["workload"]["input_len"] = {"kind": "fixed", "value": 32768}
-    p.write_text(yaml.safe_dump(doc))
+    p = _mi355x_batch8(tmp_path, num_requests=8, input_len={"kind": "fixed", "value": 32768})
     assert main(["run", str(p), "--out", str(tmp_path / "b")]) == 0
     lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("warning")]
     assert any("verify context" in x and "3890-7170" in x for x in lines), lines
@@ -401,16 +407,7 @@ def test_the_under_span_line_names_axis_value_and_span():
 
 
 def test_a_short_prompt_on_the_mi355x_profile_says_it_ran_under_the_span(tmp_path, capsys):
-    from tests.conftest import ROOT
-
-    doc = yaml.safe_load((ROOT / "scenarios" / "batch8-ll.yaml").read_text())
-    doc["profile"] = str(ROOT / "profiles" / "mi355x-dsv41-flash-tp4.yaml")
-    doc["workload"]["output_len"] = {"kind": "fixed", "value": 64}
-    doc["workload"]["input_len"] = {"kind": "fixed", "value": 256}
-    doc["arms"] = {"base": {}}
-    doc.pop("reference", None)
-    p = tmp_path / "s.yaml"
-    p.write_text(yaml.safe_dump(doc))
+    p = _mi355x_batch8(tmp_path, input_len={"kind": "fixed", "value": 256})
     assert main(["run", str(p), "--out", str(tmp_path / "a")]) == 0
     lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("warning")]
     verify = [x for x in lines if x.startswith("warning: profile mi355x-dsv41-flash-tp4: verify context ")]
