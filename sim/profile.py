@@ -126,7 +126,7 @@ class GridInterp:
         self._peeked: dict[tuple[float, float], float] = {}   # peek's, apart: a peek notes nothing
         self.above: dict[str, float] = {}
         self.below: dict[str, float] = {}
-        # the contexts a one-column grid's measurements spanned (Grid.context_span)
+        # the contexts the grid's measurements spanned (Grid.context_span)
         self.span: tuple[float, float] | None = tuple(g.context_span) if g.context_span is not None else None
 
     @staticmethod
