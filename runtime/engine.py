@@ -10,7 +10,7 @@ model (:mod:`runtime.model`):
 | ``Recv`` / ``WaitForWork`` | requests whose client sent them by now (host clock) / sleep until the next send |
 | ``HostWork`` | nothing: the host's real work is the Python that runs |
 | ``Launch(main)`` | extend (chunked prefill) and/or decode or a speculative cycle on the forward stream, graph-replayed up to ``cuda_graph_max_bs``; a ring event marks its end; the result copy starts on the copy stream |
-| ``Launch(inject)`` | the drafter's prompt injection (DSpark prefill) |
+| ``Launch(inject)`` | the drafter's forward over the prompt (a block drafter's KV injection, a chain drafter's draft extend for prefill) |
 | ``HostBlock(publish)`` | ``event.synchronize()`` on the previous forward (SGLang on HIP) |
 | ``HostBlock(slot_expansion)`` | ``repeat_interleave`` without ``output_size``: blocks until the extend drains |
 | ``StreamWait`` | ``stream.wait_event``: on the forward stream (stream order), or on the schedule stream, then the forward stream waits on it (a cross-queue wait) |
@@ -260,8 +260,8 @@ the KV pool holds less."""
 def check_runnable(scenario: Scenario) -> None:
     """Refuse, in one line and before any model is built, a scenario whose features the
     runtime does not run (docs/runtime.md "Simulated only"): prefill-decode disaggregation,
-    a chain drafter (EAGLE/EAGLE3/NEXTN/MTP/standalone: the proxy drafter is a block
-    drafter), DP attention over more than one rank (one device runs one rank), a multi-turn
+    an EAGLE draft tree (``speculative_eagle_topk`` > 1: the runtime's chain drafter runs
+    topk 1), DP attention over more than one rank (one device runs one rank), a multi-turn
     workload (the runtime's clients send single requests), and a
     request that can never fit the KV pool (:func:`sim.limits.check_pool`) or is longer than
     the server's context length (:func:`sim.limits.check_context`: ``server.context_length``,
@@ -279,10 +279,10 @@ def check_runnable(scenario: Scenario) -> None:
         raise ConfigError(file, "server.disaggregation", "{...}",
                           "prefill-decode disaggregation is simulated only (one device runs one server)")
     algo = srv.speculative_algorithm
-    if algo.enabled and not algo.is_block:
-        raise ConfigError(file, "server.speculative_algorithm", algo.value,
-                          "chain drafters (eagle, eagle3, nextn, mtp, standalone) are simulated only: the runtime's "
-                          "proxy drafter is a block drafter; measure dspark, dflash or none, or predict with specsched run")
+    if algo.enabled and not algo.is_block and (srv.speculative_eagle_topk or 1) > 1:
+        raise ConfigError(file, "server.speculative_eagle_topk", srv.speculative_eagle_topk,
+                          f"the runtime's {algo.value} drafter is a chain (topk 1): draft trees are simulated only; "
+                          "measure with speculative_eagle_topk: 1, or predict with specsched run")
     if srv.enable_dp_attention and srv.dp_size > 1:
         raise ConfigError(file, "server.dp_size", srv.dp_size,
                           "DP attention over more than one rank is simulated only: the runtime runs one rank on one "
@@ -409,6 +409,7 @@ class RuntimeEngine(LoopHost):
                                          srv.max_total_num_tokens)):
             self.runner = ModelRunner(target, self.dev, max_reqs=max_reqs, max_context=width, num_slots=slots,
                                       drafter=drafter, spec_window=self.window if drafter is not None else 1,
+                                      drafter_kind="block" if srv.speculative_algorithm.is_block else "chain",
                                       ctx_buckets=ctx_buckets, bs_buckets=srv.graph_batch_sizes, external_kv=True,
                                       prefill_graph_tokens=self._prefill_buckets(graphs))
         self.preset = preset
@@ -572,7 +573,10 @@ class RuntimeEngine(LoopHost):
                 new = set(plan.new_rids)
                 ext = r.extend(rows, list(plan.prefix_lens[:n]), list(plan.extend_lens[:n]), toks,
                                completes=[rid in new for rid in plan.rids[:n]])
-                if self.server.speculative_algorithm.is_block:
+                if self.server.speculative_algorithm.enabled:
+                    # the drafter's forward over the prompt (Launch inject): a block drafter's
+                    # KV injection, a chain drafter's draft extend for prefill
+                    # (speculative/eagle_worker_v2.py _draft_extend_for_prefill)
                     self._extend_tokens[plan.step] = ext.tokens
             if n < plan.batch_size:
                 rows = [self.rows[rid] for rid in plan.rids[n:]]

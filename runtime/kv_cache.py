@@ -117,6 +117,8 @@ class ReqToTokenPool:
         prev_window / prev_start / prev_accept: ``[rows, window]`` / ``[rows]`` / ``[rows]``
             the previous verify window, its first position and its accepted drafts
             (-1: none; the drafter's KV catch-up reads these).
+        draft_next: ``[rows]`` a chain drafter's first draft token of the next cycle, which
+            the draft extend after each verify proposes (EAGLE's ``topk_index``).
     Host attributes: ``reserved[row]`` positions mapped, ``len_bound[row]`` upper bound of
     ``seq_lens[row]`` (exact after extend/decode and forced-accept cycles).
     """
@@ -135,6 +137,7 @@ class ReqToTokenPool:
         self.prev_window = torch.zeros(rows, window, dtype=torch.int64, device=dev)
         self.prev_start = torch.zeros(rows, dtype=torch.int64, device=dev)
         self.prev_accept = torch.full((rows,), -1, dtype=torch.int64, device=dev)
+        self.draft_next = torch.zeros(rows, dtype=torch.int64, device=dev)
         self.free_slots = torch.arange(1, num_slots, dtype=torch.int64, device=dev)
         self.num_free_slots = num_slots - 1
         self._free_rows = list(range(max_reqs, 0, -1))
@@ -289,4 +292,5 @@ class ReqToTokenPool:
         self.last_token.select(0, PAD_ROW).fill_(0)
         self.prev_start.select(0, PAD_ROW).fill_(0)
         self.prev_accept.select(0, PAD_ROW).fill_(-1)
+        self.draft_next.select(0, PAD_ROW).fill_(0)
 

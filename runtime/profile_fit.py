@@ -276,6 +276,10 @@ class Fits:
                        "seconds": spec_grid},
             "decode": {"x": [float(b) for b in self.bs], "context_len": [float(c) for c in self.contexts],
                        "seconds": dec_grid},
+            "draft_step": {"x": [float(b) for b in self.bs], "context_len": [float(c) for c in self.contexts],
+                           "seconds": self.grid["draft_step"]},
+            # each row of the draft-step grid is one request's one token (topk 1)
+            "draft_step_tokens_per_request": 1,
             "verify_window": self.W,
             "verify_includes_draft": True,
             "eager_overhead_s": self.eager_overhead,

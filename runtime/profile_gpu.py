@@ -453,7 +453,9 @@ class GpuPhases(Harness):
             self.grid_rows, self.grid_rows_t = self._new_rows(self.max_bs, self.grid_ctx)
         self.grid: dict[str, list[list[float]]] = {}
         self.grid_spread = {}
-        for kind in ("spec", "decode"):
+        # draft_step: one drafter forward over one token per request, the serial step a
+        # chain drafter (EAGLE/MTP, topk 1) runs speculative_num_steps - 1 times per cycle
+        for kind in ("spec", "decode", "draft_step"):
             g = [[0.0] * len(self.contexts) for _ in self.bs]
             spread = 0.0
             for j, c in enumerate(self.contexts):

@@ -208,7 +208,8 @@ class Provenance:
         model = (f"target {self.preset} ({cfg.num_layers} layers, hidden {cfg.hidden_size}, {cfg.num_heads}/"
                  f"{cfg.num_kv_heads} heads, MLP {cfg.intermediate_size}, vocab {cfg.vocab_size}), drafter "
                  f"{draft_preset(self.preset)} ({dcfg.num_layers} layers), {str(dev.dtype).removeprefix('torch.')}, "
-                 f"random weights (runtime.model.LlamaProxy), DSpark-style block drafter, window {W}")
+                 f"random weights (runtime.model.LlamaProxy), DSpark-style block drafter in gpu.verify, window {W}; "
+                 "its one-token step in gpu.draft_step (chain drafters)")
         timing = ("CUDA/HIP timing events around each call on the forward stream" if dev.is_gpu
                   else "host perf_counter stamps around each call (CPU)")
 
@@ -269,10 +270,15 @@ class Provenance:
                    "runtime.profile_fit.verify_excess_fit), interpolated over batch size: "
                    + ", ".join(f"bs {b} +{_us(e)}" for b, e in zip(self.launch_bs, self.verify_excess, strict=True))),
             "gpu.decode": grid_text("decode", "one runtime.model.ModelRunner.decode(rows, graph=True)"),
-            "gpu.draft_step": ("not measured (left out): the runtime's proxy drafter is a block drafter, one parallel "
-                               "draft forward already inside gpu.verify; chain drafters (eagle/mtp) are simulated only"),
-            "gpu.draft_step_tokens_per_request": ("left out with gpu.draft_step (no draft-step grid is measured; "
-                                                  "the simulator reads a grid without it at the forward's tokens)"),
+            "gpu.draft_step": grid_text("draft_step", (
+                f"one runtime.model.ModelRunner.draft_step(rows, graph=True): the drafter {draft_preset(self.preset)} "
+                "over one token per request at its committed length (x = batch = tokens), the serial step a chain "
+                "drafter (eagle/mtp, topk 1) runs speculative_num_steps - 1 times per cycle. gpu.verify holds the "
+                f"block drafter's forward over 2 x {W} positions per request, where a chain drafter's draft extend "
+                f"runs over {W}: the two read the drafter's weights once, so they differ only where its token "
+                "work is compute-bound (large batches)")),
+            "gpu.draft_step_tokens_per_request": ("1: each row of gpu.draft_step is one request's one token "
+                                                  f"(runtime/spec_cycle.py _draft_only_dev). [{env}]"),
             "gpu.eager_factor": (
                 f"median over (bs, context) of spec_cycle(graph=False) / spec_cycle(graph=True) (the gpu.verify "
                 f"point), at batch sizes {self.eager_bs} (the largest grid sizes{' above cuda_graph_max_bs' if self.eager_bs[0] > self.graph_max_bs else ''}) x "
@@ -379,8 +385,9 @@ class Provenance:
                 f"null: not measured on this device (CPU: the forward runs inline, no idle-stream lead). [{env}]"),
             "gpu.eager_spec_issue_s": ("null: gpu.eager_host_issue_s was measured on the whole spec_cycle (the "
                                        f"block drafter's forward included), so it is the eager cycle's issue. [{env}]"),
-            "gpu.eager_draft_overhead_s": ("0: not measured: the runtime's proxy drafter is a block drafter with no "
-                                           f"serial draft steps beyond the one in gpu.verify. [{env}]"),
+            "gpu.eager_draft_overhead_s": ("0: not measured: an eager chain draft step's launch cost above "
+                                           "cuda_graph_max_bs is not timed (gpu.draft_step is graph-replayed only), "
+                                           f"so eager chain cycles are priced low by that much. [{env}]"),
             "host.extend_idle_lead_s": self._idle_lead_text(env, table=False),
             "host.extend_idle_lead_by_tokens": self._idle_lead_text(env, table=True),
             "host.extend_own_idle_lead_by_tokens": self._split_lead_text(env, inject=False),

@@ -133,8 +133,12 @@ class ModelRunner(SpecCycle):
         max_reqs: concurrent request rows.
         max_context: positions per request (prompt + output + window).
         num_slots: KV slots (default ``max_reqs * max_context + 1``).
-        drafter: the block drafter (same class, typically fewer layers; same vocab).
-        spec_window: verify window W = gamma + 1 (>= 2 for speculative cycles).
+        drafter: the drafter (same class, typically fewer layers; same vocab).
+        drafter_kind: ``"block"`` (DSpark/DFlash: one parallel forward per cycle) or
+            ``"chain"`` (EAGLE/MTP with topk 1: serial one-token steps and a draft extend
+            after the verify); see :mod:`runtime.spec_cycle`.
+        spec_window: verify window W = gamma + 1 (>= 2 for speculative cycles; a chain
+            drafter's ``speculative_num_draft_tokens`` = ``speculative_num_steps + 1``).
         attn_impl: ``"sdpa"`` or ``"explicit"``.
         mask_token: the drafter's mask token id (default ``vocab - 1``).
         bs_buckets / ctx_buckets: graph buckets (defaults: SGLang-like bs list up to
@@ -150,7 +154,7 @@ class ModelRunner(SpecCycle):
 
     Raises:
         ValueError: drafter vocab differs from the target's; a drafter with
-            ``spec_window < 2``.
+            ``spec_window < 2``; an unknown ``drafter_kind``.
     """
 
     def __init__(
@@ -162,6 +166,7 @@ class ModelRunner(SpecCycle):
         max_context: int,
         num_slots: int | None = None,
         drafter: LlamaProxy | None = None,
+        drafter_kind: Literal["block", "chain"] = "block",
         spec_window: int = 1,
         attn_impl: AttnImpl = "sdpa",
         mask_token: int | None = None,
@@ -175,8 +180,11 @@ class ModelRunner(SpecCycle):
                 raise ValueError(f"drafter vocab {drafter.cfg.vocab_size} != target vocab {target.cfg.vocab_size}")
             if spec_window < 2:
                 raise ValueError("a drafter needs spec_window >= 2 (gamma >= 1)")
+        if drafter_kind not in ("block", "chain"):
+            raise ValueError(f"drafter_kind must be 'block' or 'chain', got {drafter_kind!r}")
         self.target = target
         self.drafter = drafter
+        self.chain = drafter is not None and drafter_kind == "chain"
         self.device = device
         self.window = spec_window
         self.gamma = spec_window - 1
@@ -373,6 +381,9 @@ class ModelRunner(SpecCycle):
         pool.last_token[r] = torch.where(comp, nxt, pool.last_token[r])
         pool.prev_accept.index_fill_(0, r, -1)
         pool.prev_start.index_fill_(0, r, 0)
+        # a chain drafter's first draft: the target's first token stands in for what the
+        # draft extend over the prompt proposes (the proxy's weights are random)
+        pool.draft_next[r] = torch.where(comp, nxt, pool.draft_next[r])
         for row, p, e in zip(rows, prefix_lens, extend_lens, strict=True):
             pool.len_bound[row] = p + e
         logits = self.target.compute_logits(hidden) if return_logits else None
@@ -416,7 +427,8 @@ class ModelRunner(SpecCycle):
         bs = pick_bucket(batch, self.bs_buckets)
         return None if bs is None else (kind, bs, ctx, forced)
 
-    def capture(self, kind: Literal["decode", "spec"], batch: int, ctx: int, forced: bool = True) -> tuple:
+    def capture(self, kind: Literal["decode", "spec", "spec_no_steps", "draft_step"], batch: int, ctx: int,
+                forced: bool = True) -> tuple:
         """Capture (after warm-up) the graph for ``kind`` at the buckets covering
         ``batch`` and ``ctx``; idempotent. Capture before measuring: a lazy capture in
         the loop costs two device synchronizations.
@@ -437,7 +449,7 @@ class ModelRunner(SpecCycle):
         kind, bs, ctx, forced = key
         dev = self.device.torch_device
         st = _Static(torch.full((bs,), PAD_ROW, dtype=torch.int64, device=dev), torch.zeros(bs, dtype=torch.int64, device=dev))
-        w = 1 if kind == "decode" else self.window
+        w = 1 if kind in ("decode", "draft_step") else self.window
         st.out = {
             "tokens": torch.zeros(bs, w, dtype=torch.int64, device=dev),
             "accept": torch.zeros(bs, dtype=torch.int64, device=dev),
@@ -446,10 +458,7 @@ class ModelRunner(SpecCycle):
 
         def step() -> None:
             with graphed_attention():  # warm-up and capture pick the same SDPA backend
-                if kind == "decode":
-                    o = self._decode_dev(st.rows, ctx)
-                else:
-                    o = self._spec_dev(st.rows, ctx, st.forced if forced else None)
+                o = self._step_dev(kind, st.rows, ctx, st.forced if forced else None)
             for name, t in o.as_dict().items():
                 st.out[name].copy_(t)
 
@@ -458,13 +467,19 @@ class ModelRunner(SpecCycle):
         self._statics[key] = st
         return st
 
+    def _step_dev(self, kind: str, rows_t: torch.Tensor, ctx: int, forced: torch.Tensor | None) -> StepOut:
+        """The device work of one graph kind: ``decode``, ``spec`` (a whole cycle),
+        ``spec_no_steps`` (a chain cycle without its serial draft steps) or ``draft_step``."""
+        if kind == "decode":
+            return self._decode_dev(rows_t, ctx)
+        if kind == "draft_step":
+            return self._draft_only_dev(rows_t, ctx)
+        return self._spec_dev(rows_t, ctx, forced, kind != "spec_no_steps")
+
     def _run(self, kind: str, rows: Sequence[int], ctx: int, forced: Sequence[int] | None) -> StepOut:
         key = self.graph_key(kind, len(rows), ctx, forced is not None)
         if key is None:  # above the largest bucket: eager, as SGLang does
-            rows_t = self.device.h2d(rows)
-            if kind == "decode":
-                return self._decode_dev(rows_t, ctx)
-            return self._spec_dev(rows_t, ctx, self.device.h2d(forced) if forced is not None else None)
+            return self._step_dev(kind, self.device.h2d(rows), ctx, self.device.h2d(forced) if forced is not None else None)
         st = self._static(key)
         bs, b = key[1], len(rows)
         pad = [PAD_ROW] * (bs - b)

@@ -1,7 +1,16 @@
-"""The decode step and the speculative cycle of :class:`runtime.runner.ModelRunner`
-(DSpark/DFlash-style block drafter, speculative/dflash_worker_v2.py): the device-side
-steps (decode, draft, verify, commit) and their host entry points, which reserve each
-row's KV for the step first (:meth:`SpecCycle._prepare`).
+"""The decode step and the speculative cycle of :class:`runtime.runner.ModelRunner`:
+the device-side steps (decode, draft, verify, commit) and their host entry points, which
+reserve each row's KV for the step first (:meth:`SpecCycle._prepare`).
+
+Two drafter kinds, as SGLang 0.5.23 runs them:
+
+- **block** (DSpark/DFlash, speculative/dflash_worker_v2.py): one parallel drafter forward
+  per cycle catches up the previous window's KV and proposes the whole block.
+- **chain** (EAGLE/EAGLE3/NEXTN/MTP with ``speculative_eagle_topk`` 1,
+  speculative/eagle_worker_v2.py): the first draft comes from the previous cycle's draft
+  extend, ``speculative_num_steps - 1`` serial one-token drafter forwards propose the rest
+  (``draft_forward``), and after the verify the draft extend runs the drafter over the
+  verified window (``_draft_extend_for_decode``). Trees (topk > 1) are simulated only.
 
 Random weights accept nothing, so :meth:`SpecCycle.spec_cycle` takes ``forced_accept``
 (SGLang's SGLANG_SIMULATE_ACC_LEN): every draft/verify kernel still runs, only the
@@ -72,6 +81,7 @@ class SpecCycle:
     gamma: int
     mask_token: int
     external_kv: bool
+    chain: bool
 
     # ------------------------------------------------------------- device steps
     def _uniform_attn(self, rows_t: torch.Tensor, q_pos: torch.Tensor, out_loc: torch.Tensor, ctx: int) -> AttnBatch:
@@ -152,14 +162,76 @@ class SpecCycle:
         block = hidden[:, w : w + g].reshape(b * g, hidden.shape[-1])
         return torch.argmax(self.drafter.compute_logits(block), dim=-1).view(b, g)
 
-    def _spec_dev(self, rows_t: torch.Tensor, ctx: int, forced: torch.Tensor | None) -> StepOut:
+    def _chain_draft_dev(self, rows_t: torch.Tensor, ctx: int, steps: bool = True) -> torch.Tensor:
+        """A chain drafter's draft phase with topk 1 (speculative/eagle_worker_v2.py
+        ``draft_forward``): ``[B, gamma]`` draft tokens.
+
+        The first draft is ``pool.draft_next`` (the previous draft extend's proposal);
+        each of the ``gamma - 1`` serial steps runs the drafter over one token per request:
+        step i feeds draft i at draft-KV position n + i - 1 (EAGLE pairs the feature of
+        position p with the token at p + 1) and proposes draft i + 1. Every position it
+        writes lies in the verify window the cycle reserved (n .. n + gamma).
+        ``steps=False`` skips the serial steps (the drafts are the first one repeated):
+        the profiler times the verify and the draft extend apart from the steps
+        (``gpu.verify`` against ``gpu.draft_step``).
+        """
+        assert self.drafter is not None and self.draft_kv is not None
+        pool, g = self.pool, self.gamma
+        d = pool.draft_next[rows_t]
+        if not steps:
+            return d[:, None].expand(-1, g).contiguous()
+        n = pool.seq_lens[rows_t]
+        drafts = [d]
+        for i in range(g - 1):
+            d = self._draft_step_dev(rows_t, n + i, d, ctx)
+            drafts.append(d)
+        return torch.stack(drafts, 1)
+
+    def _draft_step_dev(self, rows_t: torch.Tensor, pos: torch.Tensor, tok: torch.Tensor, ctx: int) -> torch.Tensor:
+        """One chain draft step: the drafter over ``tok`` (``[B]``) at draft-KV positions
+        ``pos`` (``[B]``), its KV written there; returns the proposed next token ``[B]``."""
+        assert self.drafter is not None and self.draft_kv is not None
+        loc = self.pool.req_to_token[rows_t, pos]
+        attn = self._uniform_attn(rows_t, pos[:, None], loc, ctx)
+        hidden = self.drafter(tok, pos, attn, self.draft_kv)
+        return torch.argmax(self.drafter.compute_logits(hidden), dim=-1)
+
+    def _draft_extend_dev(self, rows_t: torch.Tensor, n: torch.Tensor, tokens: torch.Tensor,
+                          accept: torch.Tensor, ctx: int) -> None:
+        """A chain drafter's draft extend after the verify (speculative/eagle_worker_v2.py
+        ``_draft_extend_for_decode``; one extend row of ``speculative_num_draft_tokens``
+        tokens per request, eagle_worker_common.py ``prepare_for_draft_extend``).
+
+        Per request (n = its length before the verify, ``tokens`` ``[B, W]`` the committed
+        tokens, -1 past them): the drafter runs over all W positions n .. n + W - 1 with
+        the committed tokens as inputs (EAGLE's shift: position p's feature with the token
+        at p + 1); the KV of the accepted positions n .. n + accept is kept, the rest goes
+        to the padding slot. The output at position n + accept proposes the next cycle's
+        first draft (``pool.draft_next``).
+        """
+        assert self.drafter is not None and self.draft_kv is not None
+        pool = self.pool
+        b, w = tokens.shape
+        j = self._arange(w)[None, :]
+        pos = n[:, None] + j
+        ok = j <= accept[:, None]
+        loc = torch.where(ok, pool.req_to_token[rows_t[:, None], pos], PAD_SLOT)
+        ids = torch.where(tokens >= 0, tokens, self.mask_token).reshape(-1)
+        attn = self._uniform_attn(rows_t, torch.where(ok, pos, -1), loc, ctx)
+        hidden = self.drafter(ids, pos.reshape(-1), attn, self.draft_kv).view(b, w, -1)
+        last = hidden.gather(1, accept.view(b, 1, 1).expand(b, 1, hidden.shape[-1])).reshape(b, hidden.shape[-1])
+        pool.draft_next[rows_t] = torch.argmax(self.drafter.compute_logits(last), dim=-1)
+
+    def _spec_dev(self, rows_t: torch.Tensor, ctx: int, forced: torch.Tensor | None, steps: bool = True) -> StepOut:
         pool, g = self.pool, self.gamma
         b = rows_t.shape[0]
         anchor = pool.last_token[rows_t]
-        if self.drafter is not None:
-            drafts = self._draft_dev(rows_t, ctx)
-        else:
+        if self.drafter is None:
             drafts = torch.full((b, g), self.mask_token, dtype=anchor.dtype, device=anchor.device)
+        elif self.chain:
+            drafts = self._chain_draft_dev(rows_t, ctx, steps)
+        else:
+            drafts = self._draft_dev(rows_t, ctx)
         window = torch.cat([anchor[:, None], drafts], 1)
         greedy = self._verify_dev(rows_t, window, ctx, want_logits=False).greedy
         accept = (drafts == greedy[:, :g]).long().cumprod(1).sum(1)
@@ -169,8 +241,20 @@ class SpecCycle:
         j = self._arange(self.window)[None, :]
         tokens = torch.cat([drafts, bonus[:, None]], 1)
         tokens = torch.where(j < accept[:, None], tokens, torch.where(j == accept[:, None], bonus[:, None], -1))
+        n = pool.seq_lens[rows_t]
         self._commit_dev(rows_t, accept, bonus, window)
+        if self.chain and self.drafter is not None:
+            self._draft_extend_dev(rows_t, n, tokens, accept, ctx)
+            pool.reset_padding()
         return StepOut(tokens, accept, accept + 1)
+
+    def _draft_only_dev(self, rows_t: torch.Tensor, ctx: int) -> StepOut:
+        """One chain draft step at each row's committed length (the profiler's
+        ``gpu.draft_step``): the drafter over ``draft_next``; nothing is committed."""
+        pool = self.pool
+        tok = self._draft_step_dev(rows_t, pool.seq_lens[rows_t], pool.draft_next[rows_t], ctx)
+        zero = torch.zeros_like(tok)
+        return StepOut(tok[:, None], zero, zero)
 
     # ---------------------------------------------------------------- public steps
     def _prepare(self, rows: Sequence[int], width: int) -> int:
@@ -240,12 +324,15 @@ class SpecCycle:
             self.pool.len_bound[r] += a + 1
 
     @torch.no_grad()
-    def spec_cycle(self, rows: Sequence[int], forced_accept: Sequence[int] | None = None, *, graph: bool = False) -> StepOut:
-        """One speculative cycle (DSpark/DFlash-style, speculative/dflash_worker_v2.py):
-        one parallel drafter forward proposes gamma tokens, one target forward verifies
-        ``[anchor, drafts]``, accept = the longest prefix of drafts equal to the target's
-        greedy tokens, commit ``accept + 1`` tokens (accepted drafts + the target's bonus
-        token).
+    def spec_cycle(self, rows: Sequence[int], forced_accept: Sequence[int] | None = None, *, graph: bool = False,
+                   draft_steps: bool = True) -> StepOut:
+        """One speculative cycle: the drafter proposes gamma tokens (a block drafter in one
+        parallel forward, speculative/dflash_worker_v2.py; a chain drafter in
+        ``gamma - 1`` serial steps after the previous draft extend's first proposal,
+        speculative/eagle_worker_v2.py), one target forward verifies ``[anchor, drafts]``,
+        accept = the longest prefix of drafts equal to the target's greedy tokens, commit
+        ``accept + 1`` tokens (accepted drafts + the target's bonus token); a chain
+        drafter then runs its draft extend over the verified window.
 
         Args:
             rows: request rows (prefill complete).
@@ -254,6 +341,8 @@ class SpecCycle:
                 accept *length* L, pass L - 1). All drafting and verifying still runs;
                 only the committed count is forced. None: real greedy matching.
             graph: replay a captured graph (see :meth:`decode`).
+            draft_steps: False skips a chain drafter's serial draft steps (the profiler
+                times them apart: :meth:`draft_step`); no effect on a block drafter.
 
         Returns:
             :class:`StepOut`: ``tokens[B, W]`` committed tokens (drafts[:accept] then the
@@ -265,11 +354,28 @@ class SpecCycle:
         if self.window < 2:
             raise RuntimeError("spec_cycle needs spec_window >= 2")
         ctx = self._prepare(rows, self.window)
+        steps = draft_steps or not self.chain
         if graph:
-            out = self._run("spec", rows, ctx, forced_accept)
+            out = self._run("spec" if steps else "spec_no_steps", rows, ctx, forced_accept)
         else:
             forced = self.device.h2d(forced_accept) if forced_accept is not None else None
-            out = self._spec_dev(self.device.h2d(rows), ctx, forced)
+            out = self._spec_dev(self.device.h2d(rows), ctx, forced, steps)
         for i, r in enumerate(rows):
             self.pool.len_bound[r] += (min(max(forced_accept[i], 0), self.gamma) + 1) if forced_accept is not None else self.window
         return out
+
+    @torch.no_grad()
+    def draft_step(self, rows: Sequence[int], *, graph: bool = False) -> StepOut:
+        """One serial draft step of a chain drafter alone (what ``gpu.draft_step`` times):
+        the drafter over each row's ``draft_next`` at its committed length. Commits
+        nothing; ``tokens[B, 1]`` is the proposed next draft. A block drafter's runner
+        times the same one-token drafter forward (the profiler measures it whichever
+        kind the runner was built for).
+
+        Raises:
+            RuntimeError: no drafter.
+        """
+        if self.drafter is None:
+            raise RuntimeError("draft_step needs a drafter")
+        ctx = self._prepare(rows, 1)
+        return self._run("draft_step", rows, ctx, None) if graph else self._draft_only_dev(self.device.h2d(rows), ctx)

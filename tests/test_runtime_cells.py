@@ -88,6 +88,9 @@ TINY = {
     "priority-preempt": {"workload.input_len.value": 40, "workload.output_len.value": 300,
                          "workload.num_requests": 10, "workload.request_rate": 40.0,
                          "server.max_running_requests": 3},
+    # a chain drafter (eagle, topk 1): serial draft steps and a draft extend in the runtime,
+    # gpu.draft_step in the simulator; the last arm takes two more steps (window 6)
+    "eagle-chain": {**SMALL, "workload.num_requests": 5, "workload.concurrency": 3},
 }
 PLAN_COLS = ["mode", "part", "batch_size", "num_extend_tokens", "accepted_tokens", "decoding_reqs"]
 

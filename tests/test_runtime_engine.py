@@ -234,15 +234,15 @@ def _small_yaml(tmp_path, server: str = "") -> str:
 
 @pytest.mark.parametrize("command", ["measure", "validate"])
 @pytest.mark.parametrize("sets, key, value", [
-    (["server.speculative_algorithm=eagle"], "server.speculative_algorithm", "'eagle'"),
-    (["server.speculative_algorithm=mtp", "server.speculative_num_steps=2"], "server.speculative_algorithm", "'mtp'"),
+    (["server.speculative_algorithm=eagle", "server.speculative_num_steps=2", "server.speculative_eagle_topk=2",
+      "server.speculative_num_draft_tokens=4"], "server.speculative_eagle_topk", "2"),
     (["server.enable_dp_attention=true", "server.dp_size=2"], "server.dp_size", "2"),
 ])
 def test_simulated_only_features_are_refused_in_one_line(tmp_path, capsys, command, sets, key, value):
-    """docs/runtime.md "Simulated only": a chain drafter (the proxy drafter is a block
-    drafter) crashed with a ValueError traceback; DP attention over 2 ranks was measured as
-    one rank against a 2-rank prediction. Both are refused before any work: one line naming
-    the file, key and value, exit 2, nothing written."""
+    """docs/runtime.md "Simulated only": an EAGLE draft tree (the runtime's chain drafter
+    runs topk 1); DP attention over 2 ranks was measured as one rank against a 2-rank
+    prediction. Both are refused before any work: one line naming the file, key and value,
+    exit 2, nothing written."""
     from specsched.cli import main
 
     sc = _small_yaml(tmp_path)
@@ -363,3 +363,20 @@ def test_validate_messages_say_what_is_missing(tmp_path, capsys):
     text = format_validation(validation_table({"mean_ttft_ms": 1.0, "verify_cycles_per_s": float("nan")},
                                               {"mean_ttft_ms": 1.1, "verify_cycles_per_s": None}), "t")
     assert "mean_ttft_ms" in text and "verify_cycles_per_s" not in text and "nan" not in text
+
+
+def test_a_chain_drafter_is_measured(tmp_path, capsys):
+    """EAGLE and MTP with topk 1 run in the runtime as chain drafters (runtime/spec_cycle.py):
+    they were refused as simulated only before."""
+    import json
+
+    from specsched.cli import main
+
+    sc = _small_yaml(tmp_path)
+    for algo in ("eagle", "mtp"):
+        out = tmp_path / algo
+        assert main(["measure", sc, "--device", "cpu", "--preset", "tiny", "-q", "--out", str(out),
+                     "--set", f"server.speculative_algorithm={algo}", "--set", "server.speculative_num_steps=2",
+                     "--set", "server.speculative_eagle_topk=1", "--set", "server.speculative_num_draft_tokens=3"]) == 0
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["completed"] == 2 and summary["total_output_tokens"] == 6

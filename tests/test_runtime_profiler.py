@@ -113,7 +113,7 @@ def test_grids_grow_with_batch_tokens_and_context(prof: dict) -> None:
     ext = np.array(g["extend"]["seconds"])
     # summed over the other axis: one CPU timing can invert on a loaded machine, a row cannot
     assert ext[-1].sum() > ext[0].sum(), ext  # 1024 vs 16 tokens
-    for kind in ("verify", "decode"):
+    for kind in ("verify", "decode", "draft_step"):
         s = np.array(g[kind]["seconds"])
         assert s[-1].sum() > s[0].sum(), (kind, s)  # batch 16 vs 1
         assert s[-2:, -1].sum() > s[-2:, 0].sum(), (kind, s)  # context 512 vs 64 at batch 8-16
@@ -126,7 +126,7 @@ def test_provenance_covers_every_gpu_and_host_field(prof: dict) -> None:
     assert not missing, missing
     for f in fields:
         assert len(prov[f]) > 40, f
-    measured = [f for f in fields if f not in ("gpu.draft_step", "gpu.draft_step_tokens_per_request",
+    measured = [f for f in fields if f not in ("gpu.draft_step_tokens_per_request",
                                                "host.ingest_per_request_s", "host.ingest_per_token_s")]
     for f in measured:  # how, with which versions and when
         assert torch.__version__ in prov[f] and "date" in prov[f], f
@@ -238,9 +238,12 @@ def test_profile_warns_of_a_noisy_or_falling_grid(prof: dict, tmp_path: Path, mo
         assert "decode" not in err[0] and "--repeats (now 20)" in err[0]
 
 
-@pytest.mark.parametrize("spec", [True, False])
-def test_simulator_runs_with_the_measured_profile(prof: dict, spec: bool) -> None:
-    server = {"speculative_num_draft_tokens": WINDOW} if spec else {"speculative_algorithm": "none"}
+@pytest.mark.parametrize("spec", ["block", "chain", None])
+def test_simulator_runs_with_the_measured_profile(prof: dict, spec: str | None) -> None:
+    # a chain drafter (eagle, topk 1) is priced from the measured gpu.draft_step grid
+    server = ({"speculative_num_draft_tokens": WINDOW} if spec == "block" else
+              {"speculative_algorithm": "eagle", "speculative_num_steps": WINDOW - 1, "speculative_eagle_topk": 1,
+               "speculative_num_draft_tokens": WINDOW} if spec == "chain" else {"speculative_algorithm": "none"})
     sc = make_scenario(server=server, workload={"num_requests": 6, "input_len": {"kind": "fixed", "value": 300},
                                                 "output_len": {"kind": "fixed", "value": 20}})
     res = run_scenario(sc, profile=Profile.model_validate(prof))
