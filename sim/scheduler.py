@@ -255,6 +255,17 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         return self.cache is not None
 
     @property
+    def skip_finishing(self) -> bool:
+        """A request whose in-flight step commits its last token sits out the next decode
+        (sglang 0.5.23 managers/scheduler.py ``Scheduler._reqs_finishing_inflight``). Only the
+        co-located overlap loop turns it on: ``_dispatch_event_loop_once`` clears
+        ``enable_skip_finishing_decode`` and ``event_loop_overlap`` alone sets it again, so a
+        decode server (``event_loop_overlap_disagg_decode``) and a server without the overlap
+        scheduler let such a request ride one more decode, which commits nothing for it."""
+        return (self.rules.skip_finishing_decode and self.server.enable_overlap_schedule
+                and self.mode != "decode")
+
+    @property
     def has_work(self) -> bool:
         """True while anything waits, runs or is being prefilled. Not counted: prefill mode's
         waiting requests while only a finished transfer can make room for them, decode mode's

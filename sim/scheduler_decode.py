@@ -44,10 +44,11 @@ class DecodeMemory:
         return not self._swa or self.kv.swa_available >= self.kv.swa_decode_need(batch, self.window)
 
     def _without_finishing(self, batch: list[Req]) -> list[Req]:
-        """SGLang ``_reqs_finishing_inflight`` (overlap only): requests whose in-flight step
-        commits their last token sit out the next decode."""
+        """SGLang ``_reqs_finishing_inflight`` (:attr:`skip_finishing`: the co-located overlap
+        loop only): requests whose in-flight step commits their last token sit out the next
+        decode."""
         inflight = self._in_flight
-        if not (self.rules.skip_finishing_decode and self.server.enable_overlap_schedule) or inflight is None:
+        if not self.skip_finishing or inflight is None:
             return [r for r in batch if not r.finished]
         ids = set(inflight.rids)
         return [r for r in batch if not r.finished and not (r.rid in ids and r.output_len + 1 >= r.max_new_tokens)]

@@ -92,7 +92,7 @@ class Stretch:
             active = sum(1 for r in reqs if not r.finished)
             if not self._delays(active if rules.filter_finished_before_delay else m, active):
                 return None
-        skip = rules.skip_finishing_decode and self.server.enable_overlap_schedule
+        skip = self.skip_finishing
         if closed_form and self.window == 1 and not self.spec and not self._swa:
             # without speculative decoding every count is known in closed form
             return PlainRun.compute(

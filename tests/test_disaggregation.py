@@ -587,3 +587,26 @@ def test_a_decode_role_on_another_draft_tree_says_whose_accept_length_it_draws(t
     assert [(n.measured, n.run) for n in notes] == [((1, 6), (4, 16))] and notes[0].run_mean > 3.7
     same = _pd_scenario(tmp_path, chain, {}, {}, acc)
     assert not [n for n in SimEngine(same).range_notes() if isinstance(n, AcceptanceTreeShape)]
+
+
+@pytest.mark.parametrize("spec", [False, True])
+def test_decode_server_keeps_a_finishing_request_in_the_next_decode(spec):
+    """SGLang 0.5.23 leaves a request whose in-flight step commits its last token out of the
+    next decode only in the co-located overlap loop: ``Scheduler.event_loop_overlap`` sets
+    ``enable_skip_finishing_decode`` and ``_dispatch_event_loop_once`` (managers/scheduler.py)
+    clears it before any other loop, so ``_reqs_finishing_inflight`` returns nothing under
+    ``event_loop_overlap_disagg_decode``. A decode server's finishing request rides one more
+    decode (committing nothing); a co-located server's does not."""
+    wl = {"kind": "closed_loop", "concurrency": 1, "num_requests": 3,
+          "input_len": {"kind": "fixed", "value": 200}, "output_len": {"kind": "fixed", "value": 8}}
+    srv = {} if spec else {"speculative_algorithm": "none", "speculative_num_draft_tokens": 1}
+    acc = {"mean_accept_length": 1.0, "request_spread": 0.0}   # one token per verify: 7 cycles a request
+    for fast_forward in (True, False):
+        pd_ = SimEngine(make_scenario(_pd(**srv), wl, acc), _profile(), 1, fast_forward=fast_forward).run()
+        co = SimEngine(make_scenario(srv, wl, acc), _profile(), 1, fast_forward=fast_forward).run()
+        co_steps = co.steps[co.steps["num_extend_tokens"] == 0]
+        # 7 output tokens after the first: 7 steps each co-located, 8 on a decode server
+        assert len(co_steps) == 3 * 7
+        assert len(pd_.steps) == 3 * 8
+        assert (pd_.steps["accepted_tokens"] == 0).sum() == 3
+        assert int(pd_.summary["total_output_tokens"]) == 3 * 8
