@@ -350,6 +350,8 @@ UNREAD_WITHOUT: list[tuple[str, Any, str]] = [
      "read only with server.enable_dp_attention and speculative decoding"),
     ("server.num_reserved_decode_tokens", lambda s: s.server.disaggregation is not None,
      "read only by a decode server of server.disaggregation, which is not set"),
+    ("server.disaggregation_decode_extra_slots", lambda s: s.server.disaggregation is not None,
+     "read only by a decode server of server.disaggregation, which is not set"),
     ("server.min_free_slots", lambda s: s.server.admission_delay != "none",
      "read only by an admission delay; server.admission_delay is none"),
     ("server.max_delay_passes", lambda s: s.server.admission_delay not in _SHIPPED_DELAYS[:3],

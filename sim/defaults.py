@@ -887,6 +887,36 @@ def block_drafter_resets(server: ServerArgs, given: set[str]) -> tuple[ServerArg
     return server, out
 
 
+def decode_extra_slots_default(server: ServerArgs, given: set[str], out: list[Resolved]) -> ServerArgs:
+    """``server`` with its decode role's ``disaggregation_decode_extra_slots`` filled where
+    neither the scenario nor the role gives it, as SGLang 0.5.23 fills it
+    (arg_groups/pd_disaggregation_hook.py ``handle_pd_disaggregation``): 2 x the stated
+    max_running_requests' share per DP rank (``num_dp_ranks_of``) when that is at most 32,
+    else 0. The hook runs in arg_groups/pipeline.py ``run_resolution_pipeline`` before the
+    speculative hook's reset to 48, the model hooks' limits and the KV pool's, so only a limit
+    the launch states counts: a decode server left to those gets none. Appends the filled
+    value to ``out``; ``server`` unchanged when it is not disaggregated or the limit is stated
+    (the scheduler then reads the stated limit's per-rank share as SGLang does:
+    sim/scheduler_disagg.py ``decode_extra_slots``)."""
+    layout = server.disaggregation
+    if layout is None:
+        return server
+    key = "disaggregation_decode_extra_slots"
+    cfg = layout.decode
+    if key in given or key in cfg.server:
+        return server
+    if "max_running_requests" in cfg.server or "max_running_requests" in given:
+        # stated: the scheduler's own reading of its per-rank limit is SGLang's
+        # (sim/scheduler_disagg.py decode_extra_slots); nothing to fill
+        return server
+    extra = 0
+    out.append(Resolved(f"disaggregation.decode.server.{key}", extra,
+                        "SGLang's default where max_running_requests is not stated "
+                        "(arg_groups/pd_disaggregation_hook.py handle_pd_disaggregation)"))
+    return server.model_copy(update={"disaggregation": layout.model_copy(
+        update={"decode": cfg.model_copy(update={"server": {**cfg.server, key: extra}})})})
+
+
 def apply_hardware_defaults(scenario: Scenario, given: set[str] | None = None,
                             profile: Profile | None = None) -> tuple[Scenario, list[Resolved]]:
     """The scenario with SGLang's hardware defaults filled in for the server arguments the
@@ -908,6 +938,7 @@ def apply_hardware_defaults(scenario: Scenario, given: set[str] | None = None,
     server, filled = resolve_server(scenario.server, hw, given)
     server, reset = block_drafter_resets(server, given)
     filled = filled + reset
+    server = decode_extra_slots_default(server, given, filled)
     if hw is not None:
         _refuse_draft_trees(scenario, server, hw, given)
     if hw is not None and server.disaggregation is not None and any(r.key == "sliding_window_size" for r in filled):

@@ -186,7 +186,10 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         self.transfer_queue: list[Req] = []      # decode: KV reserved, arriving
         self.retracted_queue: list[Req] = []     # decode: retracted, KV backed up on the host
         self._resync: set[int] = set()           # decode: resumed, the device's count restarts at the host's
-        self._extra_slots = decode_extra_slots(server.max_running_requests) if self.mode == "decode" else 0
+        # a resolved scenario states them (sim/defaults.py decode_extra_slots_default); a bare
+        # ServerArgs reads its max_running_requests as stated
+        extra = server.disaggregation_decode_extra_slots
+        self._extra_slots = (decode_extra_slots(server.max_running_requests) if extra is None else extra) if self.mode == "decode" else 0
         # deliveries made while the pass was built, not by a forward's results: a decode
         # server's prebuilt first tokens, the end of a request aborted out of memory
         self._pass_out: Deliveries | None = None

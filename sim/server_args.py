@@ -262,6 +262,7 @@ class ServerArgs(BaseModel):
     disaggregation: Disaggregation | None = Field(None, description="Prefill-decode disaggregation (SGLang --disaggregation-mode prefill / decode behind a router): the layout of prefill and decode servers, each role's server overrides (sim/disagg_config.py, docs/disaggregation.md). None: one colocated server.")
     disaggregation_mode: Literal["null", "prefill", "decode"] = Field("null", description="This server's role (SGLang --disaggregation-mode); set per role by server.disaggregation, not by hand.")
     num_reserved_decode_tokens: int = Field(512, ge=0, le=1_000_000, description="Decode server: tokens reserved per active request when preallocating KV for a new one (SGLang --num-reserved-decode-tokens).")
+    disaggregation_decode_extra_slots: int | None = Field(None, ge=0, le=1_000_000, description="Decode server: req_to_token slots beyond max_running_requests (per DP rank) for requests whose KV is in transfer (SGLang --disaggregation-decode-extra-slots). None: SGLang's default, 2 x the stated max_running_requests' per-rank share when that is at most 32, else 0; a limit the launch leaves to SGLang counts as none (arg_groups/pd_disaggregation_hook.py handle_pd_disaggregation runs before the hooks that fill it).")
 
     @model_validator(mode="before")
     @classmethod

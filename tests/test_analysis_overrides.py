@@ -146,6 +146,7 @@ UNREAD_CASES = [
     ("batch8-ll", "server.swa_eviction_interval", 7),
     ("batch8-ll", "server.dp_spec_prefill_coordination", True),
     ("batch8-ll", "server.num_reserved_decode_tokens", 3),
+    ("batch8-ll", "server.disaggregation_decode_extra_slots", 3),
     ("batch8-ll", "server.max_delay_passes", 1),
     ("batch8-ll", "workload.max_concurrency", 2),
     ("batch8-ll", "workload.request_rate", 0.5),

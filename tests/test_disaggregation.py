@@ -610,3 +610,51 @@ def test_decode_server_keeps_a_finishing_request_in_the_next_decode(spec):
         assert len(pd_.steps) == 3 * 8
         assert (pd_.steps["accepted_tokens"] == 0).sum() == 3
         assert int(pd_.summary["total_output_tokens"]) == 3 * 8
+
+
+def _dp_decode_engine(tmp_path, top: dict, decode: dict):
+    """A 1P1D deployment on an analytic Llama-3.1-8B TP2 H100 profile (a chain drafter),
+    its decode server running DP attention over 2 ranks; the loaded scenario's engine."""
+    import yaml
+    from specsched.sim.analytic.cli import write_analytic_profile
+    from specsched.sim.analytic.gpus import load_gpu
+    from specsched.sim.analytic.models import load_model
+    from specsched.sim.analytic.writer import build_profile
+    from specsched.sim.config import load_scenario
+
+    write_analytic_profile(build_profile(load_model("llama-3.1-8b"), load_gpu("H100"), 2, drafter="chain"), tmp_path / "p.yaml")
+    raw = {"name": "pd", "profile": str(tmp_path / "p.yaml"),
+           "server": {"speculative_algorithm": "eagle", **top,
+                      "disaggregation": {"prefill": {"instances": 1, "server": {}},
+                                         "decode": {"instances": 1, "server": {"enable_dp_attention": True, "dp_size": 2,
+                                                                               **decode}}}},
+           "acceptance": {"mean_accept_length": 1.9},
+           "workload": {"kind": "burst", "num_requests": 4, "input_len": {"kind": "fixed", "value": 300},
+                        "output_len": {"kind": "fixed", "value": 20}}}
+    (tmp_path / "pd.yaml").write_text(yaml.safe_dump(raw))
+    sc = load_scenario(tmp_path / "pd.yaml", "base")
+    eng = SimEngine(sc, None, 1)
+    return sc, [r for s in eng.decode for r in getattr(s.sched, "ranks", [s.sched])]
+
+
+@pytest.mark.parametrize("top,decode,extra", [
+    ({}, {}, 0),                                   # 48 (the speculative reset) comes after the hook: none
+    ({"max_running_requests": 48}, {}, 48),        # stated: 24 a rank, <= 32: twice that
+    ({}, {"max_running_requests": 128}, 0),        # stated on the role: 64 a rank, > 32: none
+    ({}, {"max_running_requests": 16, "disaggregation_decode_extra_slots": 5}, 5),   # stated: as given
+])
+def test_decode_extra_slots_follow_the_stated_running_limit(tmp_path, top, decode, extra):
+    """SGLang 0.5.23 sizes a decode server's extra req_to_token slots (requests in transfer,
+    beside the running ones) in ``handle_pd_disaggregation`` (arg_groups/pd_disaggregation_hook.py),
+    which the resolution pipeline (arg_groups/pipeline.py) runs before the speculative hook
+    resets max_running_requests to 48 and before the pool's own limit is known: only a
+    max_running_requests the launch states counts, 2 x its per-DP-rank share when that is at
+    most 32, else none; ``--disaggregation-decode-extra-slots`` overrides it. A speculating
+    decode server with DP attention 2 and no stated limit got 48 extra slots a rank (2 x 24),
+    and preallocated (so started the prefills of) three times the requests SGLang does."""
+    sc, ranks = _dp_decode_engine(tmp_path, top, decode)
+    assert len(ranks) == 2
+    assert {r._extra_slots for r in ranks} == {extra}
+    # filled (0) only where the limit is left to SGLang; a stated one is read per rank
+    filled = sc.server.role_server("decode").disaggregation_decode_extra_slots
+    assert filled == (0 if not top and "max_running_requests" not in decode else decode.get("disaggregation_decode_extra_slots"))
