@@ -217,9 +217,7 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
             out.s_last, out.e_last, out.rw_last = s, e, rw
             if len(firsts) < len(cuts):
                 firsts.append(e)              # the last cut's first iteration is the last one
-            starts, sizes = [0, *(c[0] for c in cuts)], [run.bs0, *(c[1] for c in cuts)]
-            out.pieces = list(zip(sizes, [b - a for a, b in zip(starts, [*starts[1:], j], strict=True)],
-                                  [e_first, *firsts], [*(c[2] for c in cuts), e], strict=True))
+            out.pieces = _pieces(run.bs0, cuts, firsts, e_first, e, j)
             return out
         blk = blk + rw
         rows = rows + rw
@@ -252,6 +250,24 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
             seg = _segment(memo, gpu, ctx, bs, key)
         c, lim = seg
         klim = j + (lim - ctx) // bs
+
+
+def _pieces(bs0: int, cuts: list[tuple[int, int, float]], firsts: list[float], e_first: float, e_last: float,
+            n: int) -> list[tuple[int, int, float, float]]:
+    """:attr:`PlainTimes.pieces` of a walk of ``n`` iterations: the runs of one batch size
+    between the ``cuts`` ((j, batch size from j on, GPU end of j - 1), in order), each
+    (batch size, iterations, GPU end of its first iteration, of its last). ``bs0`` and
+    ``e_first``: the first run's batch size and first GPU end; ``firsts``: the first GPU
+    end after each cut (one per cut); ``e_last``: the walk's last GPU end. One loop over
+    the cuts (none in most stretches): the pieces are read off the cuts as they are, no
+    value is computed but the iteration counts (int differences)."""
+    pieces = []
+    j0, bs, first = 0, bs0, e_first
+    for k, (j, nbs, end) in enumerate(cuts):
+        pieces.append((bs, j - j0, first, end))
+        j0, bs, first = j, nbs, firsts[k]
+    pieces.append((bs, n - j0, first, e_last))
+    return pieces
 
 
 def _segment(memo: dict, gpu: Callable[[int, int, int], float], ctx: int, bs: int,

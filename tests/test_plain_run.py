@@ -361,3 +361,30 @@ def test_both_counted_from_the_ends_is_both_from_the_changes(spans, n):
         elif a == 0 and b == 1:
             at_one += 1
     assert _both_from_ends(at_one, from_two, ends, n) == _both(delta, n)
+
+
+@settings(max_examples=300, deadline=None)
+@given(bs0=st.integers(1, 300), n=st.integers(1, 400), data=st.data())
+def test_walk_pieces_are_the_cuts_runs(bs0, n, data):
+    """plain_timeline._pieces (the walk's exit) gives the runs of one batch size that the
+    per-iteration batch sizes and GPU ends give: for any cuts (strictly increasing
+    iterations in 1..n - 1, each with the batch size from there on and the GPU end before
+    it) and first ends after them."""
+    from specsched.sim.plain_timeline import _pieces
+
+    at = sorted(data.draw(st.sets(st.integers(1, n - 1), max_size=min(6, n - 1))) if n > 1 else [])
+    ends = data.draw(st.lists(st.floats(0, 1e3, allow_nan=False), min_size=n, max_size=n))
+    sizes = [bs0]
+    for _ in at:
+        sizes.append(data.draw(st.integers(1, 300).filter(lambda b, last=sizes[-1]: b != last)))
+    cuts = [(j, sizes[k + 1], ends[j - 1]) for k, j in enumerate(at)]
+    firsts = [ends[j] for j in at]
+    # the iterations' batch sizes, then their runs read row by row
+    per = [sizes[sum(1 for j in at if j <= i)] for i in range(n)]
+    want = []
+    for i in range(n):
+        if want and i not in at:
+            want[-1] = (per[i], want[-1][1] + 1, want[-1][2], ends[i])
+        else:
+            want.append((per[i], 1, ends[i], ends[i]))
+    assert _pieces(bs0, cuts, firsts, ends[0], ends[n - 1], n) == want
