@@ -373,6 +373,17 @@ class AcceptanceModel:
             d = self._ensure(rid, cycle + 1)
         return int(d[cycle])
 
+    def made(self, rid: int, cycle: int) -> int | None:
+        """:meth:`draw` of ``(rid, cycle)`` when that draw is made already, else None
+        (nothing is drawn here: the caller can make several requests' draws at once with
+        :meth:`prepare` first)."""
+        if self.window <= 1:
+            return 1
+        d = self._draws.get(rid)
+        if d is None or cycle >= len(d):
+            return None
+        return int(d[cycle])
+
     def _ensure_many(self, rids: list[int], counts: list[int]) -> None:
         """:meth:`_ensure` for many requests at once: request ``rids[i]`` gets at least
         ``counts[i]`` draws. Each request's generator fills its own rows of one uniform

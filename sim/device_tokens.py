@@ -61,7 +61,7 @@ class DeviceTokens:
                     out[i] = c - b
             if n_ext == bs:
                 return StepOutput.from_list(out)   # an extend-only forward: no decode rows
-        cycles, draw = self.cycles, self.acceptance.draw
+        cycles, made = self.cycles, self.acceptance.made
         verify = plan.mode is not DECODE and plan.spec_window > 1
         get = committed.get
         resync = plan.resync_rids
@@ -76,7 +76,9 @@ class DeviceTokens:
             if verify:
                 c = cycles.get(rid, 0)
                 cycles[rid] = c + 1
-                n = draw(rid, c)
+                n = made(rid, c)
+                if n is None:
+                    n = self._draw_rest(plan, i, c)
                 if n > remaining:  # INV-9: 1..window, INV-3: never past the output target
                     n = remaining
             else:
@@ -84,6 +86,19 @@ class DeviceTokens:
             committed[rid] = have + n
             out[i] = n
         return StepOutput.from_list(out)
+
+    def _draw_rest(self, plan: BatchPlan, i: int, c: int) -> int:
+        """The draw of row ``i`` of a verify ``plan`` (cycle ``c``), which is not made yet:
+        made now together with the next cycle's draw of every later row that lacks it, in
+        one :meth:`sim.acceptance.AcceptanceModel.prepare` (whole blocks from each request's
+        own generator: the same values as one draw a row; the first verify after a burst's
+        prefills lacks a draw in every row). A later row that will not draw (finished)
+        may get a block it never reads, which changes no value drawn."""
+        rids = list(plan.rids[i:])
+        get = self.cycles.get
+        upto = [c + 1] + [get(rid, 0) + 1 for rid in rids[1:]]
+        self.acceptance.prepare(rids, upto)
+        return self.acceptance.draw(rids[0], c)
 
     def state(self, rids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(committed, cycles, known) of ``rids`` as int/int/bool arrays (``known``: the

@@ -392,6 +392,47 @@ def test_batched_accept_draws_are_the_per_cycle_draws(window, spread, n, firsts,
     assert [third.draw(int(r), 1_000) for r in rids] == [single.draw(int(r), 1_000) for r in rids]
 
 
+@settings(max_examples=80, deadline=None)
+@given(window=st.integers(2, 8), seed=st.integers(0, 10_000),
+       steps=st.lists(st.lists(st.tuples(st.integers(0, 15), st.integers(1, 900)), min_size=1, max_size=12,
+                               unique_by=lambda t: t[0]), min_size=1, max_size=6),
+       early=st.lists(st.tuples(st.integers(0, 15), st.integers(0, 600)), max_size=6))
+def test_verify_step_draws_are_the_per_row_draws(window, seed, steps, early):
+    """DeviceTokens.step of verify plans (a row lacking its draw makes every later row's
+    next draw in one prepare) commits what one draw() a row gives, step after step (rows
+    joining and leaving, some near their output target, some requests with earlier
+    draws), and leaves every later draw and level as it was."""
+    from specsched.sim.acceptance import AcceptanceModel
+    from specsched.sim.config import AcceptanceConfig
+    from specsched.sim.device_tokens import DeviceTokens
+    from specsched.sim.plan import decode_plan
+
+    cfg = AcceptanceConfig(mean_accept_length=1 + 0.6 * (window - 1), request_spread=0.3)
+    dev, single = DeviceTokens(AcceptanceModel(cfg, window, seed)), AcceptanceModel(cfg, window, seed)
+    for i, c in early:
+        dev.acceptance.draw(i * 5 + 1, c)
+    have: dict[int, int] = {}
+    cycles: dict[int, int] = {}
+    for k, rows in enumerate(steps):
+        rids, caps = [i * 5 + 1 for i, _ in rows], [cap for _, cap in rows]
+        before = [have.get(r, 0) for r in rids]
+        plan = decode_plan(k, True, window, rids, [100] * len(rids), before, caps)
+        want = []
+        for r, cap in zip(rids, caps, strict=True):
+            h = have.get(r, 0)
+            if cap - h <= 0:
+                want.append(0)
+                continue
+            c = cycles.get(r, 0)
+            cycles[r] = c + 1
+            n = min(single.draw(r, c), cap - h)
+            have[r] = h + n
+            want.append(n)
+        assert dev.step(plan).counts() == want
+    assert [dev.acceptance.level(i * 5 + 1) for i in range(16)] == [single.level(i * 5 + 1) for i in range(16)]
+    assert [dev.acceptance.draw(i * 5 + 1, 1_000) for i in range(16)] == [single.draw(i * 5 + 1, 1_000) for i in range(16)]
+
+
 @settings(max_examples=100, deadline=None)
 @given(rows=st.integers(1, 300), gamma=st.integers(1, 12), p=st.floats(0.0, 1.0), seed=st.integers(0, 2**31))
 def test_leading_true_is_the_argmin_formula(rows, gamma, p, seed):
@@ -771,7 +812,7 @@ def test_extend_only_device_step_is_the_general_step(rows, n_dec, known):
     plan = BatchPlan(3, MIXED if n_dec else EXTEND, rids, (1,) * len(rows), (0,) * len(rows), n_ext, None, new, 1,
                      before, caps)
     a, b = DeviceTokens(None), DeviceTokens(None)
-    a.acceptance = b.acceptance = type("A", (), {"draw": None})()
+    a.acceptance = b.acceptance = type("A", (), {"draw": None, "made": None})()
     for rid, c in known:
         a.committed[rid] = b.committed[rid] = c
     assert a.step(plan).counts() == _device_step_reference(b, plan)
