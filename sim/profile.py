@@ -76,6 +76,15 @@ class Grid(BaseModel):
         return GridInterp(self, name)
 
 
+def round_tens(c: float) -> float:
+    """``round(c, -1)``: ``c`` itself when it is a multiple of 10 already (a float multiple
+    of 10 rounds to itself, and ``%`` is exact), which the grid lookups mostly get (a
+    column the cost model rounded, :meth:`sim.cost_model.CostModel.step_column`); a float's
+    ``round`` to tens goes through a decimal conversion (~0.45 us, against ~0.05 us for the
+    test). NaN and infinities fail the test and are rounded as before."""
+    return c if c % 10 == 0 else round(c, -1)
+
+
 class GridInterp:
     """Interpolation of a :class:`Grid`: bilinear inside, linear extrapolation outside.
 
@@ -149,7 +158,7 @@ class GridInterp:
         return v[j0] * (1 - wc) + v[j1] * wc
 
     def __call__(self, x: float, context: float = 0.0) -> float:
-        key = (x, round(context, -1))
+        key = (x, round_tens(context))
         hit = self._cache.get(key)
         if hit is not None:
             return hit
@@ -164,7 +173,7 @@ class GridInterp:
         """The value at ``(x, context)`` without recording it as a query beyond the range:
         for reads of the grid's own columns (sim/cost_model.py ``_c0_read``), which are the
         model's arithmetic, not a forward the run prices."""
-        key = (x, round(context, -1))
+        key = (x, round_tens(context))
         hit = self._peeked.get(key)
         if hit is None:
             hit = self._peeked[key] = self._value(x, key[1])

@@ -890,3 +890,20 @@ def test_finite_percentiles_leave_numpy_ma_unimported():
             "finite_percentiles(np.arange(100.0), (90, 95))\nprint('numpy.ma' in sys.modules)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.stdout.strip() == "False", r.stdout + r.stderr
+
+
+@settings(max_examples=500, deadline=None)
+@given(c=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**6, 10**6).map(lambda k: k * 10.0),
+                   st.integers(-10**20, 10**20).map(float), st.integers(-10**6, 10**6)))
+def test_round_tens_is_round_to_tens(c):
+    """profile.round_tens (a multiple of 10 kept as it is) is round(c, -1): the same value,
+    sign and type, for any float (multiples of 10, halves, huge, signed zeros, NaN, inf)
+    and int."""
+    from specsched.sim.profile import round_tens
+
+    got, want = round_tens(c), round(c, -1)
+    assert type(got) is type(want)
+    if want != want:
+        assert got != got
+    else:
+        assert got == want and math.copysign(1, got) == math.copysign(1, want)
