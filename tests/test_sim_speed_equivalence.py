@@ -907,3 +907,24 @@ def test_round_tens_is_round_to_tens(c):
         assert got != got
     else:
         assert got == want and math.copysign(1, got) == math.copysign(1, want)
+
+
+@settings(max_examples=400, deadline=None)
+@given(axis=st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=12, unique=True).map(sorted),
+       q=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**7, 10**7)))
+def test_grid_axis_clip_is_the_min_max_clip(axis, q):
+    """GridInterp._axis (its segment index clipped by comparisons) gives the segment and
+    weight of the min/max clip it replaces, for any sorted axis and query (below, inside,
+    above, on a point, NaN, infinite, int)."""
+    import bisect
+
+    from specsched.sim.profile import GridInterp
+
+    got = GridInterp._axis(axis, q)
+    if len(axis) == 1:
+        assert got == (0, 0, 0.0)
+        return
+    i = min(max((bisect.bisect_left(axis, q) if q == q else len(axis)) - 1, 0), len(axis) - 2)
+    w = float((q - axis[i]) / (axis[i + 1] - axis[i]))
+    assert got[:2] == (i, i + 1)
+    assert got[2] == w or (got[2] != got[2] and w != w)
