@@ -162,6 +162,10 @@ def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], 
         return dist(a["random_input_len"], rin), out or dist(a["random_output_len"], rout), notes, tables
     if mode == "args" and ds == "sharegpt" and (run.details is None or not run.details.ok.any()):
         return _sharegpt_lengths(run, notes)
+    if mode == "args" and ds == IMAGE_DATASET and run.details is None:
+        image = _image_lengths(run, notes)
+        if image is not None:
+            return image
     if ds in SHARED_PREFIX_DATASETS:
         notes.append(f"prefixes: dataset {ds!r} sends prompts that share system prompts (its group and length "
                      "arguments are not in the line); the scenario's prompts share nothing, so its prefix cache "
@@ -190,6 +194,45 @@ def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], 
         tables[key] = pd.DataFrame({"length": vc.index.astype(int), "weight": vc.to_numpy(int)})
     notes.append(f"lengths: histograms of the run's own {int(ok.sum())} successful requests (--output-details)")
     return {"kind": "file", "path": "<input>"}, {"kind": "file", "path": "<output>"}, notes, tables
+
+
+IMAGE_DATASET = "image"
+"""SGLang bench_serving's synthetic image dataset (0.5.23 ``benchmark/datasets/image.py``
+``sample_image_requests``): text and output lengths drawn by the random dataset's rule
+(``compute_random_lens`` with ``--random-input-len``/``--random-output-len`` and
+``--random-range-ratio``), images added to each prompt (``prompt_len`` = text + vision tokens)."""
+
+
+def _image_lengths(run: BenchRun, notes: list[str]) -> tuple[dict[str, Any], dict[str, Any], list[str],
+                                                              dict[str, pd.DataFrame]] | None:
+    """An ``image`` line without details (:data:`IMAGE_DATASET`): outputs drawn as bench_serving
+    drew them, uniform integers in [max(1, int(len x ratio)), len] of ``random_output_len``
+    (or the measured mean where they stopped early, :func:`_short_outputs`); prompts fixed at
+    the line's input tokens per completed request, since their vision tokens depend on the
+    processor and the image size, which the line does not write. None when the line lacks the
+    output-length argument or the totals (the caller then fixes both at the means).
+
+    Raises:
+        ConfigError: ``random_output_len`` not an integer >= 1 or ``random_range_ratio`` not in
+            [0, 1] (what bench_serving itself refuses)."""
+    a = run.args
+    means = _mean_lengths(run)
+    if "random_output_len" not in a or means is None:
+        return None
+    length, ratio = a["random_output_len"], a.get("random_range_ratio", 0.0)
+    if not isinstance(ratio, int | float) or isinstance(ratio, bool) or not 0 <= ratio <= 1:
+        raise ConfigError(run.source, "random_range_ratio", ratio, "must be a number in [0, 1] (bench_serving --random-range-ratio)")
+    if not isinstance(length, int) or isinstance(length, bool) or length < 1:
+        raise ConfigError(run.source, "random_output_len", length, "must be an integer >= 1 (tokens)")
+    notes.append(f"lengths: dataset 'image' draws outputs by bench_serving's random rule, uniform integers in "
+                 f"[max(1, int(len x ratio)), len] of random_output_len {length}, ratio {ratio:g} (SGLang 0.5.23 "
+                 f"sample_image_requests); prompts fixed at the run's mean, {means[0]} tokens a completed request "
+                 "(the images' tokens depend on the processor and the image size, which the line does not write; no "
+                 "per-request details)")
+    out, tables = _short_outputs(run, length, ratio, notes)
+    if out is None:
+        out = {"kind": "fixed", "value": length} if ratio >= 1 else {"kind": "uniform", "value": length, "range_ratio": ratio}
+    return {"kind": "fixed", "value": means[0]}, out, notes, tables
 
 
 def _sharegpt_lengths(run: BenchRun, notes: list[str]) -> tuple[dict[str, Any], dict[str, Any], list[str],

@@ -992,3 +992,27 @@ def test_an_sglang_accept_length_is_said_to_be_the_servers_mean_since_launch():
     vllm.pop("accept_length", None)
     sc, _ = scenario_from_bench(parse_run(vllm, "f:1"), "h200-1b")
     assert not any("since the server started" in a for a in sc["assumptions"])
+
+
+def test_an_image_line_draws_its_outputs_from_its_random_length_arguments():
+    """SGLang 0.5.23's ``image`` dataset samples each request's text and output lengths with the
+    random dataset's rule (benchmark/datasets/image.py ``sample_image_requests`` calls
+    ``compute_random_lens`` with ``--random-output-len`` and ``--random-range-ratio``), so a
+    line of it without details was built with every output fixed at the mean (ratio 0.0, the
+    default: [1, 1024] read as 512 for every request) and said the line had no length
+    arguments. The outputs are now the arguments' uniform draw; the prompts (text + vision
+    tokens, which no argument gives) stay at the line's mean."""
+    line = {**LINE, "dataset_name": "image", "random_input_len": 256, "random_output_len": 400,
+            "random_range_ratio": 0.0, "completed": 30, "total_input_tokens": 30 * 1500,
+            "total_input_text_tokens": 30 * 260, "total_input_vision_tokens": 30 * 1240,
+            "total_output_tokens": 30 * 200}
+    sc, _ = scenario_from_bench(parse_run(line, "f:1"), "tiny")
+    w = sc["workload"]
+    assert w["output_len"] == {"kind": "uniform", "value": 400, "range_ratio": 0.0}
+    assert w["input_len"] == {"kind": "fixed", "value": 1500}
+    said = [a for a in sc["assumptions"] if a.startswith("lengths:")]
+    assert len(said) == 1 and "image" in said[0] and "no length arguments" not in said[0]
+    # outputs that stopped early (--disable-ignore-eos) are still the measured mean, as for random
+    short = {**line, "total_output_tokens": 30 * 40}
+    sc, _ = scenario_from_bench(parse_run(short, "f:1"), "tiny")
+    assert sc["workload"]["output_len"] == {"kind": "fixed", "value": 40}
