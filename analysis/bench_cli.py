@@ -59,6 +59,18 @@ def comparison_rows(predicted: dict[str, Any], measured: dict[str, Any], keys: t
     return rows
 
 
+def with_percentile_rows(rows: list[dict[str, Any]], extra: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` with each row of ``extra`` (a latency percentile outside bench_serving's own
+    statistics, ``p99.9_ttft_ms``) placed after the last row of the same latency
+    (``..._ttft_ms``), in the order ``extra`` gives; at the end when ``rows`` has none."""
+    out = list(rows)
+    for row in extra:
+        metric = row["metric"].split("_", 1)[1]
+        at = max((i for i, r in enumerate(out) if r["metric"].split("_", 1)[-1] == metric), default=len(out) - 1)
+        out.insert(at + 1, row)
+    return out
+
+
 def _count_metric(metric: str) -> bool:
     """A bench_serving count: requests (completed, failed, peak concurrent) or tokens (the totals)."""
     return metric in ("completed", "failed", "max_concurrent_requests", "steady_completed", "steady_total_input",
@@ -401,6 +413,7 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
     from specsched.sim.bench_serving import (
         STEADY_COMPARED,
         client_counting,
+        client_percentiles,
         client_record,
         details_itl_per_chunk,
         itl_per_chunk,
@@ -413,6 +426,12 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
                          | {k: r.summary[k] for k in STEADY_COMPARED if r.summary.get(k) is not None} for r in runs])
     costs = "; analytic costs, not measured" if runs[0].summary.get("profile_costs") == "analytic" else ""
     rows = comparison_rows(pred, measured.summary)
+    skipped = uncompared_percentiles(measured)
+    if skipped:   # vLLM --metric-percentiles 99.9: the prediction's own percentiles of its requests
+        counting = client_counting(measured)
+        extra = mean_summary([client_percentiles(r, skipped, chunk_itl, counting) for r in runs])
+        rows = with_percentile_rows(rows, comparison_rows(extra, {k: measured.extra[k] for k in skipped}, tuple(skipped)))
+        skipped = [k for k in skipped if not isinstance(extra.get(k), float) or extra[k] != extra[k]]
     if not rows:
         raise ConfigError(measured.source, "<metrics>", "none", "the line has no bench_serving metric to compare")
     n_pred, n_meas = sc.workload.num_requests, measured.num_prompts
@@ -442,9 +461,8 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
     if measured.unmeasured:   # null or NaN in the line: no row, so say which
         print(f"note: not compared: {', '.join(measured.unmeasured)} (the line gives no number: null, NaN or an "
               f"infinity, an empty sample)")
-    skipped = uncompared_percentiles(measured)
-    if skipped:   # vLLM --metric-percentiles 99.9: the table would leave them out without a word
-        print(f"note: not compared: {', '.join(skipped)} (the prediction gives the mean, median, std, p90, p95 and p99)")
+    if skipped:   # a percentile the prediction has no sample for (an ITL without chunks): said, not dropped
+        print(f"note: not compared: {', '.join(skipped)} (the prediction has no sample for them)")
     from specsched.analysis.from_bench import successes
 
     n_ok = successes(measured) if n_meas else None

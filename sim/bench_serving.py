@@ -1792,10 +1792,52 @@ _PERCENTILE_KEY = re.compile(rf"^p(?P<p>\d+(?:\.\d+)?)_(?:{'|'.join(LATENCIES)})
 def uncompared_percentiles(run: BenchRun) -> list[str]:
     """The line's latency percentiles that no prediction gives: vLLM's ``--metric-percentiles``
     beyond :data:`STATS`' (``p99.9_ttft_ms``, ``p75_itl_ms``), kept in ``extra``; ``p50`` is
-    not one of them (it is the median)."""
+    not one of them (it is the median), nor is a p90/p95/p99 kept in ``extra`` (a line whose
+    replies were not streamed keeps its first-token statistics there, not read as measured:
+    :func:`not_streamed`)."""
+    own = {50.0, *(float(s[1:]) for s in STATS if s.startswith("p"))}
     return [k for k, v in run.extra.items()
-            if (m := _PERCENTILE_KEY.match(k)) and float(m.group("p")) != 50
+            if (m := _PERCENTILE_KEY.match(k)) and float(m.group("p")) not in own
             and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+
+
+_LATENCY_COLUMNS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e_latency": "e2e_s"}
+"""The requests table's column of each per-request latency statistic (seconds)."""
+
+
+def client_percentiles(run: Any, keys: Iterable[str], per_chunk_itl: bool,
+                       counting: ClientCounting | None = None) -> dict[str, float]:
+    """A predicted run's latency percentiles named by ``keys`` (``p{P}_{ttft,tpot,itl,e2e_latency}_ms``,
+    as :func:`uncompared_percentiles` lists a line's vLLM ``--metric-percentiles`` beyond
+    :data:`STATS`), computed as the measured line's client computes its own: numpy's linear
+    percentile (vllm benchmarks/serve.py ``calculate_metrics``: ``np.percentile(ttfts or 0, p)``)
+    over the completed requests' TTFT, TPOT (requests of two or more output tokens) and
+    end-to-end latency, and over every ITL gap (``per_chunk_itl``: one gap per streamed chunk,
+    :func:`itl_per_chunk`; else a chunk of n tokens as n gaps), in ms. ``counting`` as in
+    :func:`client_record`. A key whose sample the run lacks (no chunks for an ITL) is left out."""
+    from specsched.sim.metrics import itl_values
+
+    if counting is not None:
+        run = _as_client_counts(run, counting)
+    req, chunks = _table(run, "requests"), _table(run, "chunks")
+    out: dict[str, float] = {}
+    for key in keys:
+        m = _PERCENTILE_KEY.match(key)
+        if m is None:
+            continue
+        metric = key[len(f"p{m.group('p')}_"):-len("_ms")]
+        if metric == "itl":
+            if chunks is None or not len(chunks):
+                continue
+            v = itl_values(chunks, per_chunk=per_chunk_itl)
+        else:
+            if req is None or not len(req):
+                continue
+            v = column(req, _LATENCY_COLUMNS[metric], float)[notna(req, "finish_s")]
+        v = v[np.isfinite(v)] * 1000.0
+        if v.size:
+            out[key] = finite_percentiles(v, (float(m.group("p")),))[0]
+    return out
 
 
 def vllm_client(run: BenchRun) -> bool:

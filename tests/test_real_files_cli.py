@@ -25,6 +25,9 @@ E2EL = re.compile(r"^(mean|median|std|p[\d.]+|percentiles)_e2el_ms$")
 """vLLM's e2el statistics, read under SGLang's e2e_latency names; other keys holding
 ``_e2el_ms`` (0.27+ ``probe_*_e2el_ms``, 0.30+ ``*_e2el_including_client_queue_ms``) are
 other figures, kept as written."""
+OTHER_PERCENTILE = re.compile(r"^p(?!(?:50|90|95|99)_)[\d.]+_(?:ttft|tpot|itl|e2e_latency)_ms$")
+"""A latency percentile beyond bench_serving's own (vLLM ``--metric-percentiles 99.9``): compared
+with the prediction's own percentile of its requests."""
 
 
 def _runs(path: Path) -> list[tuple[int, dict]]:
@@ -77,7 +80,7 @@ def _file_metrics(obj: dict) -> dict[str, float]:
     out: dict[str, float] = {}
     for k, v in obj.items():
         k = names.get(k, E2EL.sub(r"\1_e2e_latency_ms", k))
-        if k in METRIC_KEYS and number(v):
+        if (k in METRIC_KEYS or OTHER_PERCENTILE.match(k)) and number(v):
             out[k] = float(v)
     for k, v in obj.items():   # vLLM --metric-percentiles 50: p50 stands in for a median not written
         m = E2EL.sub(r"\1_e2e_latency_ms", k).replace("p50_", "median_", 1)
@@ -88,7 +91,7 @@ def _file_metrics(obj: dict) -> dict[str, float]:
             m = k[len("percentiles_"):].replace("e2el_ms", "e2e_latency_ms")
             for pct, val in v:
                 name = f"p{int(pct) if float(pct).is_integer() else pct}_{m}"
-                if name in METRIC_KEYS and name not in out:
+                if (name in METRIC_KEYS or OTHER_PERCENTILE.match(name)) and name not in out:
                     out[name] = float(val)
     rep = obj.get("cache_report")
     if isinstance(rep, dict) and rep.get("cache_hit_rate_pct") is not None:
@@ -190,17 +193,37 @@ def test_a_vllm_line_with_only_its_details_validates_in_one_command(tmp_path, ca
     assert main(["run", "v/from-bench.yaml", "--out", "r"]) == 0   # the written scenario runs as it is
 
 
-def test_percentiles_the_prediction_does_not_give_are_named_not_dropped_silently(tmp_path, capsys, monkeypatch):
-    """vLLM's ``--metric-percentiles 50,99,99.9`` writes ``p99.9_*_ms``: kept in the run's extra
-    and left out of the table without a word; the p50s are the medians and are not named."""
+def test_percentiles_beyond_bench_servings_own_are_compared_with_the_predictions(tmp_path, capsys, monkeypatch):
+    """vLLM's ``--metric-percentiles 50,99,99.9`` writes ``p99.9_*_ms``: they were left out of
+    the table with a "not compared" note, though the prediction has every request's latency.
+    Each is now a row beside its latency's others, the prediction's value numpy's linear
+    percentile of its own requests (as vLLM computes the line's); the p50s are the medians
+    and get no row; a null one is no row either."""
     monkeypatch.chdir(tmp_path)
     line = json.loads((DATA / "bench" / "vllm-0.7.3-benchmark_serving.json").read_text())
-    line.update({"p99.9_ttft_ms": 30.0, "p99.9_itl_ms": 13.0, "p50_ttft_ms": 20.5, "p75_tpot_ms": None})
+    line.update({"p99.9_ttft_ms": 30.0, "p99.9_itl_ms": 13.0, "p50_ttft_ms": 20.5, "p75_tpot_ms": None,
+                 "p25_e2el_ms": 100.0})
     p = tmp_path / "r.json"
     p.write_text(json.dumps(line, indent=4))
-    assert main(["validate", "--measured", str(p), "--profile", "h200-1b", "--seeds", "1", "--out", "v"]) == 0
-    notes = [x for x in capsys.readouterr().out.splitlines() if x.startswith("note: not compared")]
-    assert len(notes) == 1 and "p99.9_ttft_ms, p99.9_itl_ms (" in notes[0]
+    assert main(["validate", "--measured", str(p), "--profile", "h200-1b", "--seeds", "2", "--out", "v"]) == 0
+    out = capsys.readouterr().out
+    assert "note: not compared" not in out
+    table = pd.read_csv(tmp_path / "v" / "validate.csv")
+    metrics = list(table["metric"])
+    for key, after, measured in (("p99.9_ttft_ms", "p99_ttft_ms", 30.0), ("p99.9_itl_ms", "p99_itl_ms", 13.0),
+                                 ("p25_e2e_latency_ms", None, 100.0)):
+        assert key in metrics, key
+        row = table[table["metric"] == key].iloc[0]
+        assert row["measured"] == measured and math.isfinite(row["predicted"])
+        if after is not None:
+            assert metrics.index(key) == metrics.index(after) + 1
+    assert "p50_ttft_ms" not in metrics and "p75_tpot_ms" not in metrics
+    import numpy as np
+
+    ttft = [np.percentile(pd.read_parquet(tmp_path / "v" / f"predicted-seed{s}" / "requests.parquet")
+                          .query("finish_s == finish_s")["ttft_s"] * 1000, 99.9) for s in (1, 2)]
+    got = table[table["metric"] == "p99.9_ttft_ms"]["predicted"].iloc[0]
+    assert math.isclose(got, sum(ttft) / 2, rel_tol=1e-9)
 
 
 # ------------------------------------------------------------------ server logs
