@@ -1016,3 +1016,22 @@ def test_an_image_line_draws_its_outputs_from_its_random_length_arguments():
     short = {**line, "total_output_tokens": 30 * 40}
     sc, _ = scenario_from_bench(parse_run(short, "f:1"), "tiny")
     assert sc["workload"]["output_len"] == {"kind": "fixed", "value": 40}
+
+
+@pytest.mark.parametrize(("info", "said"), [({"dp_size": 2, "load_balance_method": "round_robin"}, True),
+                                            ({"dp_size": 4, "enable_dp_attention": True}, False),
+                                            ({"dp_size": 1}, False)])
+def test_a_line_of_data_parallel_replicas_is_a_setup_mismatch(tmp_path, monkeypatch, capsys, info, said):
+    """server_info dp_size 2 without DP attention (two whole SGLang servers behind the
+    data-parallel controller, each sent half the requests) was only an assumption line
+    ("not usable by the model: left out") while the scenario sent one server every request:
+    a prediction at twice the per-server load read as the model's error. It is a setup
+    mismatch, printed as a warning with the per-replica rate."""
+    monkeypatch.chdir(tmp_path)
+    p = _write(tmp_path, LINE | {"server_info": LINE["server_info"] | {"tp_size": 1} | info})
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "s.yaml"]) == 0
+    cap = capsys.readouterr()
+    warned = [x for x in (cap.out + cap.err).splitlines() if x.startswith("warning:") and "dp_size" in x]
+    assert bool(warned) is said
+    if said:
+        assert "dp_size 2" in warned[0] and "workload.request_rate=10" in warned[0]
