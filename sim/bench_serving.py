@@ -1354,11 +1354,32 @@ _SERVER_LOG_LINE = re.compile(r"\b(?:Prefill|Decode) batch(?: \[\d+\])?\s*[,.(]"
 ``Decode batch, ...``; analysis/server_log.py reads them)."""
 
 
+_YAML_KEY = re.compile(r"^(?P<key>[A-Za-z_][\w-]*):(?:\s|$)", re.M)
+SCENARIO_YAML_KEYS = frozenset({"workload", "server", "arms", "acceptance"})
+"""Top-level keys only a specsched scenario YAML has among the files a user holds."""
+PROFILE_YAML_KEYS = frozenset({"gpu", "host", "hardware", "provenance"})
+"""Top-level keys of a specsched profile YAML (``specsched profile`` writes them)."""
+
+
+def _specsched_yaml(text: str) -> tuple[str, str] | None:
+    """(what the file is, where it goes) for text that is a specsched scenario or profile
+    YAML, known by its top-level keys (:data:`SCENARIO_YAML_KEYS`, :data:`PROFILE_YAML_KEYS`)
+    in the file's first 200 lines; None for anything else."""
+    keys = {m.group("key") for m in _YAML_KEY.finditer("\n".join(text.split("\n")[:200]))}
+    if keys & SCENARIO_YAML_KEYS:
+        return "a scenario YAML", "a specsched scenario: pass it with --scenario (validate) or run it"
+    if len(keys & PROFILE_YAML_KEYS) >= 2:
+        return "a profile YAML", "a specsched profile: pass it with --profile"
+    return None
+
+
 def _other_file(p: Path, text: str) -> ConfigError | None:
     """The refusal of a file that is no JSON and no printed report but another input a user
     has beside their results, named for what it is and where it goes (it was refused as a JSON
     line cut short, "truncated?"): an SGLang server log (its batch lines) or a CSV table (a
-    request trace: a header row and rows of as many commas). None for anything else."""
+    request trace: a header row and rows of as many commas), or a specsched scenario or profile
+    YAML (:func:`_specsched_yaml`: it was refused as a JSON line cut short, "Expecting value;
+    truncated?"). None for anything else."""
     m = _SERVER_LOG_LINE.search(text)
     if m is not None:
         at = text.count("\n", 0, m.start()) + 1
@@ -1366,6 +1387,9 @@ def _other_file(p: Path, text: str) -> ConfigError | None:
                            "an SGLang server log (its 'Prefill batch'/'Decode batch' lines), not a bench_serving "
                            "result: give it to calibrate --from RUNS --server-log; --measured and --from take "
                            "bench_serving's --output-file (JSON) or its printed report")
+    own = _specsched_yaml(text)
+    if own is not None:
+        return ConfigError(f"{p}:1", "<file>", own[0], f"{own[1]}, not a bench_serving result (JSON)")
     rows = [x for x in text.split("\n")[:3] if x.strip()]
     if len(rows) >= 2 and "{" not in rows[0] and rows[0].count(",") >= 1 and rows[1].count(",") == rows[0].count(","):
         return ConfigError(f"{p}:1", "<line>", clipped(rows[0].strip()),

@@ -711,3 +711,24 @@ def test_a_result_file_is_read_from_stdin_as_dash(tmp_path, command):
                           capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "no such" not in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("fixture", "what", "where"), [
+    (Path("scenarios") / "batch8-ll.yaml", "a scenario YAML", "--scenario"),
+    (Path("profiles") / "h200-1b.yaml", "a profile YAML", "--profile"),
+])
+@pytest.mark.parametrize("command", [["validate", "--measured", "{f}", "--profile", "h200-1b"],
+                                     ["calibrate", "--from", "{f}", "--profile", "h200-1b", "--out", "x.yaml"]])
+def test_a_specsched_yaml_given_as_a_result_file_is_named_with_where_it_goes(tmp_path, capsys, monkeypatch,
+                                                                             fixture, what, where, command):
+    """A scenario or profile passed where a bench_serving result belongs (``--measured s.yaml``,
+    the commands' other YAML argument being next to it) was refused as a JSON line cut short
+    ("not a complete JSON object (Expecting value ...; truncated?)"): one line now names the
+    file, what it is and the option that takes it; exit 2, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    f = Path(__file__).parent.parent / fixture
+    assert main([a.format(f=f) for a in command]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{f}:1" in err[0] and what in err[0] and where in err[0], err
+    assert "truncated" not in err[0]
+    assert list(tmp_path.iterdir()) == []
