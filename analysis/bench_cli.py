@@ -510,21 +510,23 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
     if built is not None:   # the scenario built from the line, to rerun or edit (before --arm/--set)
         scenario_files = write_scenario(dict(built[0]), built[1], out / "from-bench.yaml")
         built_note = f"; scenario: {scenario_files[0]}"
-    plotted = bool(args.plot) and not mrun.requests.empty
+    plotted = bool(args.plot)
     _drop_stale_outputs(out, set(scenario_files), plotted)
     print(f"table: {out / 'validate.csv'}, {out / 'validate.md'}; runs: {out}/measured, {out}/predicted-seed*{built_note}")
     if args.plot:
-        if mrun.requests.empty:
-            print("no per-request details in the line (bench_serving --output-details): no distribution plot")
-        else:
-            from specsched.analysis import plots
+        from specsched.analysis import plots
 
-            groups = {"predicted": runs, "measured": [mrun]}   # the legend says "pooled over k runs"
-            for name, fig in (("ttft", plots.plot_ttft(groups, log_x=args.log_x)),
-                              ("tpot_itl", plots.plot_tpot_itl(groups, log_x=args.log_x))):
-                for p in plots.save_figure(fig, out / "plots" / name):
-                    print(p)
-                plots.plt.close(fig)
+        if mrun.requests.empty:   # its summary's percentiles as crosses beside the prediction's distributions
+            print("note: no per-request details in the line (bench_serving --output-details): its median, p90, p95 "
+                  "and p99 are drawn as crosses beside the predicted distributions")
+            groups, marks = {"predicted": runs}, {"measured": [mrun]}
+        else:
+            groups, marks = {"predicted": runs, "measured": [mrun]}, None   # the legend says "pooled over k runs"
+        for name, fig in (("ttft", plots.plot_ttft(groups, log_x=args.log_x, marks=marks)),
+                          ("tpot_itl", plots.plot_tpot_itl(groups, log_x=args.log_x, marks=marks))):
+            for p in plots.save_figure(fig, out / "plots" / name):
+                print(p)
+            plots.plt.close(fig)
     return 0
 
 

@@ -216,16 +216,21 @@ def cmd_plot(args: argparse.Namespace) -> int:
                           "not beside other inputs")
     bar = tqdm(total=2 * len(args.results_dirs) + 3, desc="plot", unit="step", file=sys.stderr, leave=False,
                disable=not show_progress(args))
-    runs, detailed = [], []
+    runs, detailed, summary_only, summary_names = [], [], [], []
     for d in args.results_dirs:
         runs.append(load_run_or_bench(d))
         if not Path(d).is_dir() and runs[-1].requests.empty:
-            # its summary alone: no distribution to draw (drawn, its curves were empty)
-            print(f"note: {d} has no per-request details (SGLang --output-details, vLLM --save-detailed): "
-                  "its TTFT, TPOT and ITL curves are skipped", file=sys.stderr)
+            # its summary alone: no distribution to draw (drawn, its curves were empty); its
+            # stated percentiles are crosses beside the other inputs' distributions
+            summary_only.append(runs[-1])
+            summary_names.append(d)
         else:
             detailed.append(runs[-1])
         bar.update(1)
+    for d in summary_names:
+        print(f"note: {d} has no per-request details (SGLang --output-details, vLLM --save-detailed): "
+              + ("its median, p90, p95 and p99 TTFT, TPOT and ITL are drawn as crosses beside the other inputs' "
+                 "distributions" if detailed else "its TTFT, TPOT and ITL curves are skipped"), file=sys.stderr)
     if not detailed and all(r.steps.empty and r.timeseries.empty for r in runs):
         raise ConfigError(_CLI, "RESULTS_DIR", args.results_dirs[0], "nothing to draw: no input has per-request "
                           "details or a timeline")
@@ -240,9 +245,9 @@ def cmd_plot(args: argparse.Namespace) -> int:
         bar.update(1)
 
     if detailed:
-        save(plots.plot_ttft(detailed, log_x=args.log_x), "ttft")
+        save(plots.plot_ttft(detailed, log_x=args.log_x, marks=summary_only), "ttft")
         # ITL per chunk for every run when a measured file's client recorded it so (like with like)
-        save(plots.plot_tpot_itl(detailed, log_x=args.log_x), "tpot_itl")
+        save(plots.plot_tpot_itl(detailed, log_x=args.log_x, marks=summary_only), "tpot_itl")
     try:
         save(plots.plot_verify_split(runs), "verify_split")
     except ValueError as e:

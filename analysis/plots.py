@@ -125,11 +125,19 @@ def _pct_legend() -> list[Line2D]:
 def _distribution_panels(
     ax_cdf: Any, ax_hist: Any, samples: Mapping[str, np.ndarray], what: str, unit: str,
     scale: float, log_x: bool, bins: int, runs: Mapping[str, int] | None = None,
+    marks: Mapping[str, Mapping[float, float]] | None = None,
 ) -> None:
     """ECDF + histogram of ``samples`` (seconds) per label, percentiles marked. ``runs``:
-    label -> number of runs pooled in its samples (the legend says so when > 1)."""
-    colors = _colors(len(samples))
+    label -> number of runs pooled in its samples (the legend says so when > 1). ``marks``:
+    label -> {percentile: value (s)} of a run known only by its summary statistics (a
+    bench_serving line without per-request details), drawn as crosses on the cumulative
+    distribution at (value, percentile / 100) and as vertical lines on the histogram."""
+    marks = {k: {q: v for q, v in m.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+             for k, m in (marks or {}).items()}
+    marks = {k: m for k, m in marks.items() if m}
+    colors = _colors(len(samples) + len(marks))
     finite = [v[np.isfinite(v)] * scale for v in samples.values()]
+    finite += [np.array(list(m.values()), dtype=float) * scale for m in marks.values()]
     allv = np.concatenate(finite) if finite else np.empty(0)
     if log_x:
         allv = allv[allv > 0]
@@ -145,7 +153,7 @@ def _distribution_panels(
                 edges = np.linspace(lo, lo + max(1.0, abs(lo)), bins + 1)
     else:
         edges = np.linspace(0, 1, bins + 1)
-    for color, (label, v) in zip(colors, samples.items(), strict=True):
+    for color, (label, v) in zip(colors, samples.items(), strict=False):
         x = v[np.isfinite(v)] * scale
         if log_x:
             x = x[x > 0]
@@ -161,6 +169,16 @@ def _distribution_panels(
                 ax_cdf.axvline(val, color=color, ls=_PCT_STYLE[q], lw=0.9, alpha=0.8)
                 ax_cdf.plot([val], [q / 100], marker="o", ms=4, color=color)
                 ax_hist.axvline(val, color=color, ls=_PCT_STYLE[q], lw=0.9, alpha=0.8)
+    for color, (label, m) in zip(colors[len(samples):], marks.items(), strict=True):
+        qs = sorted(m)
+        xs = [m[q] * scale for q in qs]
+        if log_x:
+            qs, xs = [q for q, x in zip(qs, xs, strict=True) if x > 0], [x for x in xs if x > 0]
+        text = ", ".join(f"p{q:g} {_fmt(x)}" for q, x in zip(qs, xs, strict=True))
+        ax_cdf.plot(xs, [q / 100 for q in qs], ls="none", marker="X", ms=8, color=color,
+                    label=f"{label} (the line's own percentiles, no per-request details; {text} {unit})")
+        for q, x in zip(qs, xs, strict=True):
+            ax_hist.axvline(x, color=color, ls=_PCT_STYLE.get(int(q), "-"), lw=1.2, alpha=0.9)
     for q in PERCENTILES:
         ax_cdf.axhline(q / 100, color="0.85", lw=0.6, zorder=0)
     for ax in (ax_cdf, ax_hist):
@@ -182,13 +200,39 @@ def _distribution_panels(
     ax_cdf.set_title(f"{what}: cumulative distribution")
     ax_hist.set_title(f"{what}: histogram ({bins} bins)")
     ax_cdf.legend(loc="lower right", fontsize=8, title="arm (percentiles)", title_fontsize=8)
-    handles = [Line2D([], [], color=c, lw=1.6, label=lab) for c, lab in zip(colors, samples, strict=True)]
+    handles = [Line2D([], [], color=c, lw=1.6, label=lab) for c, lab in zip(colors, samples, strict=False)]
+    handles += [Line2D([], [], color=c, ls="none", marker="X", label=f"{lab} (percentiles only)")
+                for c, lab in zip(colors[len(samples):], marks, strict=True)]
     ax_hist.legend(handles=handles + _pct_legend(), loc="upper right", fontsize=8, title="arm / marker", title_fontsize=8)
 
 
 # ---------------------------------------------------------------- distributions
 
-def plot_ttft(runs: Any, log_x: bool = False, bins: int = 50) -> Figure:
+SUMMARY_PERCENTILES = {50: "median", 90: "p90", 95: "p95", 99: "p99"}
+"""The percentiles a bench_serving line's summary states for each latency, by the prefix of
+its key (``median_ttft_ms``, ``p90_ttft_ms``, ...)."""
+
+
+def summary_marks(runs: Any, metric: str) -> dict[str, dict[float, float]]:
+    """label -> {percentile: value (s)} of ``metric`` (``ttft``, ``tpot``, ``itl``) from each
+    run's summary statistics (:data:`SUMMARY_PERCENTILES`, ms in the summary), for runs known
+    only by their summary (a bench_serving line without per-request details); several runs of
+    one label are numbered. Runs with none of them are left out."""
+    out: dict[str, dict[float, float]] = {}
+    for label, rs in group_runs(runs).items():
+        for i, r in enumerate(rs):
+            s = r.summary or {}
+            m = {}
+            for q, prefix in SUMMARY_PERCENTILES.items():
+                v = s.get(f"{prefix}_{metric}_ms")
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                    m[float(q)] = float(v) / 1e3
+            if m:
+                out[label if len(rs) == 1 else f"{label} {i + 1}"] = m
+    return out
+
+
+def plot_ttft(runs: Any, log_x: bool = False, bins: int = 50, marks: Any = None) -> Figure:
     """TTFT per arm: cumulative distribution (left) and histogram (right) on one figure.
 
     Args:
@@ -196,6 +240,9 @@ def plot_ttft(runs: Any, log_x: bool = False, bins: int = 50) -> Figure:
             optional ``arm`` column).
         log_x: logarithmic x axis (and log-spaced bins); non-positive TTFTs are dropped.
         bins: histogram bins (shared by all arms).
+        marks: runs known only by their summary statistics (bench_serving lines without
+            per-request details, :func:`summary_marks`): their TTFT percentiles drawn as
+            crosses beside the distributions.
 
     Returns:
         The figure. p50/p90/p99 of each arm are marked (dotted/dashed/dash-dot lines in the
@@ -203,10 +250,11 @@ def plot_ttft(runs: Any, log_x: bool = False, bins: int = 50) -> Figure:
     """
     reqs = _requests_by_label(runs)
     samples = {k: v["ttft_s"].to_numpy(float) for k, v in reqs.items()}
-    unit, scale = _time_unit(list(samples.values()))
+    marked = summary_marks(marks, "ttft") if marks else {}
+    unit, scale = _time_unit(list(samples.values()) + [np.array(list(m.values())) for m in marked.values()])
     fig, (a, b) = plt.subplots(1, 2, figsize=(13, 5), layout="constrained")
     counts = {k: len(v) for k, v in group_runs(runs).items()} if not isinstance(runs, pd.DataFrame) else None
-    _distribution_panels(a, b, samples, "TTFT", unit, scale, log_x, bins, counts)
+    _distribution_panels(a, b, samples, "TTFT", unit, scale, log_x, bins, counts, marked)
     title = _scenario_title(group_runs(runs)) if not isinstance(runs, pd.DataFrame) else ""
     fig.suptitle(f"Time to first token by arm{title}")
     return fig
@@ -218,7 +266,8 @@ def per_chunk_itl(runs: Any) -> bool:
     return any(bool((r.summary or {}).get("itl_per_chunk")) for v in group_runs(runs).values() for r in v)
 
 
-def plot_tpot_itl(runs: Any, log_x: bool = False, bins: int = 50, per_chunk: bool | None = None) -> Figure:
+def plot_tpot_itl(runs: Any, log_x: bool = False, bins: int = 50, per_chunk: bool | None = None,
+                  marks: Any = None) -> Figure:
     """TPOT and ITL distributions per arm (2 x 2: cumulative distributions and histograms).
 
     TPOT per request = (E2E - TTFT) / (output_len - 1) (``requests.tpot_s``; requests with one
@@ -234,7 +283,9 @@ def plot_tpot_itl(runs: Any, log_x: bool = False, bins: int = 50, per_chunk: boo
         bins: histogram bins.
         per_chunk: ITL per chunk for every run; None = when a measured run among ``runs``
             recorded it so (:func:`per_chunk_itl`), so that a prediction is drawn as that
-            run's client saw it.
+            run's client saw it (``marks`` included).
+        marks: runs known only by their summary statistics (:func:`summary_marks`): their
+            TPOT and ITL percentiles drawn as crosses beside the distributions.
 
     Returns:
         The figure, in ms. Percentiles of several runs of one arm are of the pooled
@@ -242,16 +293,17 @@ def plot_tpot_itl(runs: Any, log_x: bool = False, bins: int = 50, per_chunk: boo
     """
     groups = group_runs(runs)
     if per_chunk is None:
-        per_chunk = per_chunk_itl(groups)
+        per_chunk = per_chunk_itl(groups) or bool(marks and per_chunk_itl(marks))
     tpot = {k: pd.concat([r.requests for r in v])["tpot_s"].to_numpy(float) for k, v in groups.items()}
     itl = {k: np.concatenate([itl_values(r.chunks, per_chunk=per_chunk) for r in v]) for k, v in groups.items()}
     fig, axes = plt.subplots(2, 2, figsize=(13, 9), layout="constrained")
     counts = {k: len(v) for k, v in groups.items()}
-    _distribution_panels(axes[0, 0], axes[0, 1], tpot, "TPOT", "ms", 1e3, log_x, bins, counts)
+    _distribution_panels(axes[0, 0], axes[0, 1], tpot, "TPOT", "ms", 1e3, log_x, bins, counts,
+                         summary_marks(marks, "tpot") if marks else None)
     # ITL always on a log axis: a few long gaps (a prefill between two decode steps) span
     # three or more decades above the typical gap and flatten a linear axis
     _distribution_panels(axes[1, 0], axes[1, 1], itl, "ITL per chunk" if per_chunk else "ITL", "ms", 1e3, True,
-                         bins, counts)
+                         bins, counts, summary_marks(marks, "itl") if marks else None)
     what = "inter-token latency (one gap per streamed chunk, as the measured client records it)" if per_chunk \
         else "inter-token latency (per token)"
     fig.suptitle(f"Time per output token (per request) and {what} by arm{_scenario_title(groups)}")

@@ -383,17 +383,33 @@ def test_plot_of_one_bench_serving_file_writes_under_plots_not_beside_the_file(t
     assert written == ["plots"]
 
 
-def test_plot_skips_the_curves_of_a_file_without_details(tmp_path, capsys, monkeypatch):
-    """A bench_serving line without per-request details has nothing to draw: ``plot`` drew
-    empty curves for it. It is said in one line and left out of the TTFT/TPOT/ITL figures;
-    with nothing else to draw, one line and exit 2."""
+def test_plot_draws_the_percentiles_of_a_file_without_details_as_crosses(tmp_path, capsys, monkeypatch):
+    """A bench_serving line without per-request details (SGLang's default: no
+    --output-details) has no distribution: ``plot`` drew empty curves for it, then left it
+    out of the TTFT/TPOT/ITL figures, so ``plot RESULTS runs.jsonl:3`` showed the prediction
+    alone. Its stated median, p90, p95 and p99 are now crosses beside the other inputs'
+    distributions, said in one line; with nothing else to draw, one line and exit 2."""
+    from specsched.analysis import plots
+    from specsched.analysis.bench_cli import load_run_or_bench
+
     monkeypatch.chdir(tmp_path)
     _jsonl(tmp_path, SGLANG_0523, name="full.jsonl")
     _jsonl(tmp_path, SGLANG_03, name="bare.jsonl")
     assert main(["plot", "full.jsonl", "bare.jsonl", "--out", "p"]) == 0
     err = [x for x in capsys.readouterr().err.splitlines() if "bare.jsonl" in x]
-    assert len(err) == 1 and "no per-request details" in err[0] and "skipped" in err[0]
+    assert len(err) == 1 and "no per-request details" in err[0] and "crosses" in err[0]
     assert (tmp_path / "p" / "ttft.png").exists() and (tmp_path / "p" / "tpot_itl.png").exists()
+    bare = load_run_or_bench("bare.jsonl")
+    want = {q: bare.summary[f"{k}_ttft_ms"] for q, k in ((50, "median"), (90, "p90"), (95, "p95"), (99, "p99"))
+            if isinstance(bare.summary.get(f"{k}_ttft_ms"), float)}
+    assert want
+    fig = plots.plot_ttft([load_run_or_bench("full.jsonl")], marks=[bare])
+    crosses = [ln for ln in fig.axes[0].lines if ln.get_marker() == "X"]
+    assert len(crosses) == 1
+    unit = 1.0 if fig.axes[0].get_xlabel().startswith("TTFT (ms") else 1e-3
+    assert list(crosses[0].get_xdata()) == pytest.approx([want[q] * unit for q in sorted(want)])
+    assert list(crosses[0].get_ydata()) == pytest.approx([q / 100 for q in sorted(want)])
+    plots.plt.close(fig)
     assert main(["plot", "bare.jsonl", "--out", "q"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert "nothing to draw" in err[-1] and not (tmp_path / "q").exists()

@@ -732,3 +732,18 @@ def test_a_specsched_yaml_given_as_a_result_file_is_named_with_where_it_goes(tmp
     assert len(err) == 1 and f"{f}:1" in err[0] and what in err[0] and where in err[0], err
     assert "truncated" not in err[0]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_validate_plot_of_a_line_without_details_draws_its_percentiles_beside_the_prediction(tmp_path, capsys,
+                                                                                              monkeypatch):
+    """``validate --measured F:L --plot`` on a line without per-request details (SGLang's
+    default) wrote no figure ("no distribution plot"), though the line states its median,
+    p90, p95 and p99 of TTFT, TPOT and ITL: the figures now hold the predicted distributions
+    with the line's percentiles as crosses."""
+    monkeypatch.chdir(tmp_path)
+    f = DATA / "bench" / "sglang-0.5.23.jsonl"
+    assert main(["validate", "--measured", f"{f}:1", "--profile", "h200-1b", "--seeds", "1", "--set",
+                 "workload.num_requests=4", "--out", "v", "--plot"]) == 0
+    out = capsys.readouterr().out
+    assert "crosses" in out
+    assert (tmp_path / "v" / "plots" / "ttft.png").exists() and (tmp_path / "v" / "plots" / "tpot_itl.png").exists()
