@@ -732,18 +732,45 @@ def _server(run: BenchRun, notes: list[str], state_with: str = "--template") -> 
         v = info.get(key)
         if v is not None and v != u.default and isinstance(v, bool) == isinstance(u.default, bool):
             notes.append(f"server_info {key} {v!r} (SGLang's default {u.default!r}; not modelled): {u.measured.format(v=v)}")
-    own = ("disable_overlap_schedule", "min_free_slots_delay", "specsched", "attn_dp_size", *said, *GRAPH_KEYS)   # read above; specsched's own provenance (sim/bench_serving.py)
+    own = ("disable_overlap_schedule", "min_free_slots_delay", "specsched", "attn_dp_size", *said, *GRAPH_KEYS,
+           *SERVER_INFO_STATE)   # read above; specsched's own provenance (sim/bench_serving.py)
     unused = sorted(k for k, v in info.items() if v is not None and k not in ServerArgs.model_fields and k not in own)
     # the ones that cannot change the prediction (logging, metrics, ports: sim/sglang_launch_args.py)
     # are counted, not listed: a real server_info has dozens, which buried the ones that may matter
     inert = [k for k in unused if is_inert(k)]
     unused = [k for k in unused if not is_inert(k)]
-    if unused:
-        notes.append(f"server_info keys the model has no argument for (left out): {', '.join(unused)}")
+    # the ones switched off, empty or left to SGLang's choice (false, 0, "", [], {}, "auto",
+    # "none", ...: :data:`OFF_VALUES`) are counted, not listed: a real 0.5.23 /server_info
+    # (ServerArgs.resolved_dict: every field) has some 300, which buried the few set ones (an
+    # enabled feature, a chosen backend) that may change timing
+    off = [k for k in unused if not info[k] or isinstance(info[k], str) and info[k].strip().lower() in OFF_VALUES]
+    set_ = [k for k in unused if k not in off]
+    if set_:
+        shown = ", ".join(f"{k}={clipped(repr(info[k]), 40)}" for k in set_)
+        notes.append(f"server_info keys the model has no argument for (left out): {shown}"
+                     + (f"; and {len(off)} more switched off, empty or auto: {', '.join(off[:3])}"
+                        f"{', ...' if len(off) > 3 else ''}" if off else ""))
+    elif off:
+        notes.append(f"server_info keys the model has no argument for (left out), each switched off, empty or "
+                     f"auto: {', '.join(off)}")
     if inert:
         notes.append(f"server_info: {len(inert)} SGLang launch arguments with no effect on the prediction left out "
                      f"(logging, metrics, ports, seeds, timeouts, ...: {', '.join(inert[:3])}{', ...' if len(inert) > 3 else ''})")
     return out
+
+
+SERVER_INFO_STATE = ("internal_states", "launch_command", "version", "frontend", "startup_time", "kv_events",
+                     "max_req_input_len", "model_path", "tokenizer_path", "served_model_name")
+"""/server_info keys that are no launch argument the model could lack: the server's state and
+identity (0.5.23 http_server.py ``server_info``: ``internal_states``, ``startup_time``,
+``version``, ``frontend``; utils/common.py ``build_server_info``: ``launch_command``,
+``kv_events`` and the scheduler's info such as ``max_req_input_len``), and the model and
+tokenizer paths, read for the setup notes (:func:`_setup_notes`)."""
+OFF_VALUES = frozenset({"", "auto", "none", "null", "off", "default", "disabled"})
+"""server_info string values that switch a feature off or leave it to SGLang's own choice
+(0.5.23 ``srt/arg_groups/fields``: ``disaggregation_mode`` "null", ``moe_a2a_backend`` "none",
+``*_backend`` "auto", ``weight_cache_mode`` "off", ...), counted with the false, 0 and empty ones
+among the keys the model has no argument for rather than listed."""
 
 
 GRAPH_KEYS = ("cuda_graph_config", "cuda_graph_max_bs_decode", "cuda_graph_bs_decode", "cuda_graph_backend_decode",

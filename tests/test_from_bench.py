@@ -1035,3 +1035,23 @@ def test_a_line_of_data_parallel_replicas_is_a_setup_mismatch(tmp_path, monkeypa
     assert bool(warned) is said
     if said:
         assert "dp_size 2" in warned[0] and "workload.request_rate=10" in warned[0]
+
+
+def test_a_full_server_info_names_the_set_keys_it_leaves_out_and_counts_the_rest(capsys):
+    """SGLang 0.5.23's /server_info is ``ServerArgs.resolved_dict()`` (every field, ~550 keys):
+    the assumption naming the keys the model has no argument for listed some 300 names, the
+    switched-off ones (false, 0, "none", "auto") among them, so the one set feature
+    (enable_torch_compile true) was lost in the list; and the server's state (internal_states,
+    version, startup_time, launch_command) was named as arguments left out. The set ones are
+    listed with their values, the off ones counted, the state not named."""
+    (run,) = read_bench(ROOT / "tests" / "data" / "bench" / "sglang-0.5.23-full-server-info.jsonl")
+    assert len(run.extra.get("server_info") or run.args.get("server_info")) > 500
+    sc, _ = scenario_from_bench(run, "h200-1b")
+    (note,) = [a for a in sc["assumptions"] if "has no argument for" in a]
+    listed, _, counted = note.partition("; and ")
+    assert "enable_torch_compile=True" in listed and "torch_compile_max_bs=32" in listed
+    for off in ("enable_hisparse", "moe_a2a_backend", "disable_cuda_graph_padding", "enable_lmcache"):
+        assert off not in listed, off
+    assert counted.startswith(tuple(f"{n} more switched off" for n in range(100, 400)))
+    for state in ("internal_states", "startup_time", "launch_command", "version=", "frontend"):
+        assert state not in note, state

@@ -59,7 +59,8 @@ steady_state_serving record (read with the run on the line before it)."""
 NO_COUNT = {"sglang-0.2.11.jsonl"}
 """Lines that give no request count (SGLang 0.1.24-0.2.11 write no ``completed``): a scenario
 cannot be built from them, so they are compared with one given (``--scenario``)."""
-PROFILE = {"sglang-0.5.7-eagle3.jsonl": "h200-llama8b-roofline", "sglang-0.5.23-flavours.jsonl": "h200-llama8b-roofline"}
+PROFILE = {"sglang-0.5.7-eagle3.jsonl": "h200-llama8b-roofline", "sglang-0.5.23-flavours.jsonl": "h200-llama8b-roofline",
+           "sglang-0.5.23-full-server-info.jsonl": "h200-llama8b-roofline"}
 """The line's server_info names EAGLE3, a chain drafter: the profile must price its draft
 step (h200-1b prices only its block drafter and is refused, as a test below checks)."""
 
