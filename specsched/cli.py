@@ -494,11 +494,28 @@ def refuse_unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespac
     cmd.error(f"unrecognized arguments: {' '.join(extra)}{hint} ({cmd.prog} --help lists its options)")
 
 
+STDIN_RUN = re.compile(r"-:\d+")
+"""``-:LINE``, one run of a result file read from the standard input (``sim.bench_serving.split_spec``)."""
+
+
+def stdin_runs(argv: list[str]) -> list[str]:
+    """``argv`` with each ``-:LINE`` word spelled ``/dev/stdin:LINE``, the path ``-`` is read
+    as: argparse takes a word that starts with ``-`` for an option, so ``scenario from-bench
+    -:2`` failed with "the following arguments are required: FILE[:LINE]" and ``--measured
+    -:2`` with "expected one argument"."""
+    if not any(isinstance(a, str) and STDIN_RUN.fullmatch(a) for a in argv):
+        return argv
+    from specsched.sim.bench_serving import STDIN_PATH  # numpy: imported only when needed
+
+    return [f"{STDIN_PATH}:{a[2:]}" if isinstance(a, str) and STDIN_RUN.fullmatch(a) else a for a in argv]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (2 for bad input, 130 on Ctrl-C)."""
     try:
         from specsched.sim.errors import MissingDependency
 
+        argv = stdin_runs(sys.argv[1:] if argv is None else list(argv))
         parser = build_parser(argv)
         args, extra = parser.parse_known_args(argv)
         try:

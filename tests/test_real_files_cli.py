@@ -697,7 +697,11 @@ def test_the_measured_runs_bench_serving_line_keeps_the_files_arguments_and_null
 @pytest.mark.parametrize("command", [
     ["scenario", "from-bench", "-", "--profile", "h200-1b", "--out", "s.yaml"],
     ["validate", "--measured", "-", "--profile", "h200-1b", "--seeds", "1", "--out", "v"],
-    ["validate", "--measured=-:1", "--profile", "h200-1b", "--seeds", "1", "--out", "v"],   # (-:1 alone reads as an option)
+    ["validate", "--measured=-:1", "--profile", "h200-1b", "--seeds", "1", "--out", "v"],
+    # -:1 as a word of its own: argparse read it as an option ("expected one argument", and
+    # "the following arguments are required: FILE[:LINE]" for a positional)
+    ["validate", "--measured", "-:1", "--profile", "h200-1b", "--seeds", "1", "--out", "v"],
+    ["scenario", "from-bench", "-:1", "--profile", "h200-1b", "--out", "s.yaml"],
     ["validate-bench", "-", "--profile", "h200-1b", "--seeds", "1", "--out", "v"],
     ["calibrate", "--from", "-", "--profile", "h200-1b", "--params", "decode", "--seeds", "1", "--max-evals", "1",
      "--out", "fitted.yaml"],
