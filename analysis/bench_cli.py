@@ -411,6 +411,7 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
 
     write_warnings(n for r in runs for n in r.extra["range_notes"])   # once for every seed
     from specsched.sim.bench_serving import (
+        EXTRA_SUMMARY_KEYS,
         STEADY_COMPARED,
         client_counting,
         client_percentiles,
@@ -423,7 +424,8 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
     chunk_itl, chunk_tokens = itl_per_chunk(measured), details_itl_per_chunk(measured)
     pred = mean_summary([client_record(r, chunk_itl, chunk_tokens, client_counting(measured))
                          | {"profile": r.summary.get("profile")}
-                         | {k: r.summary[k] for k in STEADY_COMPARED if r.summary.get(k) is not None} for r in runs])
+                         | {k: r.summary[k] for k in (*STEADY_COMPARED, *EXTRA_SUMMARY_KEYS)
+                            if r.summary.get(k) is not None} for r in runs])
     costs = "; analytic costs, not measured" if runs[0].summary.get("profile_costs") == "analytic" else ""
     rows = comparison_rows(pred, measured.summary)
     skipped = uncompared_percentiles(measured)

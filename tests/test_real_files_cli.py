@@ -752,3 +752,18 @@ def test_validate_plot_of_a_line_without_details_draws_its_percentiles_beside_th
     out = capsys.readouterr().out
     assert "crosses" in out
     assert (tmp_path / "v" / "plots" / "ttft.png").exists() and (tmp_path / "v" / "plots" / "tpot_itl.png").exists()
+
+
+def test_a_lines_cache_hit_rate_is_compared_with_the_predictions(tmp_path, monkeypatch):
+    """SGLang 0.5.23 ``--cache-report`` writes ``cache_report.cache_hit_rate_pct``, read as
+    ``cache_hit_rate``: the table's measured column had it but the predicted one read n/a,
+    though the predicted run's summary holds its prefix-cache hit rate (radix cache on)."""
+    monkeypatch.chdir(tmp_path)
+    f = DATA / "bench" / "sglang-0.5.23-details.jsonl"
+    assert main(["validate", "--measured", f"{f}:1", "--profile", "h200-1b", "--seeds", "2", "--out", "v"]) == 0
+    table = pd.read_csv(tmp_path / "v" / "validate.csv")
+    row = table[table["metric"] == "cache_hit_rate"].iloc[0]
+    assert row["measured"] == pytest.approx(0.2499)
+    hits = [json.loads((tmp_path / "v" / f"predicted-seed{s}" / "summary.json").read_text())["cache_hit_rate"]
+            for s in (1, 2)]
+    assert row["predicted"] == pytest.approx(sum(hits) / 2) and math.isfinite(row["error_pct"])
