@@ -414,10 +414,13 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
         EXTRA_SUMMARY_KEYS,
         STEADY_COMPARED,
         client_counting,
+        client_goodput,
         client_percentiles,
         client_record,
         details_itl_per_chunk,
+        goodput_slos,
         itl_per_chunk,
+        measured_goodput,
         uncompared_percentiles,
     )
 
@@ -434,6 +437,20 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
         extra = mean_summary([client_percentiles(r, skipped, chunk_itl, counting) for r in runs])
         rows = with_percentile_rows(rows, comparison_rows(extra, {k: measured.extra[k] for k in skipped}, tuple(skipped)))
         skipped = [k for k in skipped if not isinstance(extra.get(k), float) or extra[k] != extra[k]]
+    goodput = measured_goodput(measured)
+    slos = goodput_slos(measured)
+    if goodput and slos:   # SGLang --goodput: the prediction's requests judged by the line's SLOs
+        from specsched.analysis.from_bench import successes
+
+        counting = client_counting(measured)
+        n_ok = successes(measured) if measured.num_prompts else None
+        sent = measured.num_prompts if n_ok is not None and sc.workload.num_requests == n_ok else None
+        extra = mean_summary([client_goodput(r, slos, float(r.summary.get("duration") or float("nan")), counting, sent)
+                              for r in runs])
+        rows += comparison_rows(extra, goodput, tuple(goodput))
+    elif goodput:
+        print(f"note: not compared: {', '.join(goodput)} (the line states no goodput SLOs this model knows: "
+              f"goodput_slos_ms = {measured.extra.get('goodput_slos_ms')!r})")
     if not rows:
         raise ConfigError(measured.source, "<metrics>", "none", "the line has no bench_serving metric to compare")
     n_pred, n_meas = sc.workload.num_requests, measured.num_prompts

@@ -1125,6 +1125,11 @@ def _vllm_block(obj: dict[str, Any], before: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
+_SLO_ATTAINMENT = re.compile(r"^(?:(\w+) )?SLO attainment \(%\):\s*(\S+)\s*$")
+"""SGLang 0.5.23's goodput rows (benchmark/goodput.py ``print_goodput``): ``SLO attainment
+(%):`` and ``TTFT SLO attainment (%):`` per SLO, in percent."""
+
+
 def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
     """Runs from bench_serving's printed output (its stdout kept as a log, or pasted), as the
     result file would hold them: one ``(line of the title, object)`` per "Serving Benchmark
@@ -1133,7 +1138,9 @@ def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
     :func:`_vllm_block`; a block cut before the other two is no run here), read row
     by row under the result file's keys (:data:`_REPORT_ROWS`; ``Mean/Median/Std/Pnn/Max
     TTFT|TPOT|ITL|E2E Latency (ms)`` as ``mean_ttft_ms`` ...; ``--cache-report``'s ``Cache hit
-    rate: 12.5%`` as ``cache_report.cache_hit_rate_pct``); the dataset arguments from the
+    rate: 12.5%`` as ``cache_report.cache_hit_rate_pct``; ``--goodput``'s ``SLOs (ms): ttft:200
+    tpot:20`` and ``SLO attainment (%):`` rows as ``goodput_slos_ms`` and ``slo_attainment``
+    (0-1), per SLO ``slo_attainment_by_metric``); the dataset arguments from the
     last ``Namespace(...)`` line before the block (:data:`_NAMESPACE_ARGS`). The figures are as
     printed (two decimals). No per-request details and no ``server_info``: they are only in
     the result file. A "Steady-State Result" block right after a run's (SGLang 0.5.23
@@ -1191,6 +1198,17 @@ def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
                 diffusion = _report_value(row[len("latency mean (s):"):])
             elif low.startswith("cache hit rate:") and row.endswith("%"):   # --cache-report's section
                 obj["cache_report"] = {"cache_hit_rate_pct": _report_value(row[len("cache hit rate:"):-1])}
+            elif low.startswith("slos (ms):"):   # --goodput's section (benchmark/goodput.py print_goodput)
+                pairs = [x.split(":", 1) for x in row[len("slos (ms):"):].split()]
+                if pairs and all(len(x) == 2 for x in pairs):
+                    obj["goodput_slos_ms"] = {name: _report_value(v) for name, v in pairs}
+            elif (att := _SLO_ATTAINMENT.match(row)) is not None:
+                v = _report_value(att.group(2))
+                v = v / 100 if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+                if att.group(1):
+                    obj.setdefault("slo_attainment_by_metric", {})[att.group(1).lower()] = v
+                else:
+                    obj["slo_attainment"] = v
             else:
                 label = max((x for x in _REPORT_ROWS if low.startswith(x)), key=len, default=None)
                 if label is not None:
@@ -1861,6 +1879,78 @@ def client_percentiles(run: Any, keys: Iterable[str], per_chunk_itl: bool,
         v = v[np.isfinite(v)] * 1000.0
         if v.size:
             out[key] = finite_percentiles(v, (float(m.group("p")),))[0]
+    return out
+
+
+GOODPUT_SLO_COLUMNS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2el": "e2e_s"}
+"""SGLang 0.5.23 ``--goodput`` SLO names (benchmark/goodput.py ``GOODPUT_SLO_METRICS``) -> the
+requests table's column of the same latency (seconds)."""
+
+
+def goodput_slos(run: BenchRun) -> dict[str, float] | None:
+    """The line's goodput SLOs in ms (``goodput_slos_ms``, SGLang 0.5.23 ``--goodput
+    ttft:500 tpot:50``), or None when it has none or names a latency other than
+    :data:`GOODPUT_SLO_COLUMNS` (a later release's: not predicted)."""
+    slos = run.extra.get("goodput_slos_ms")
+    if not isinstance(slos, Mapping) or not slos:
+        return None
+    out = {}
+    for k, v in slos.items():
+        if k not in GOODPUT_SLO_COLUMNS or not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+            return None
+        out[str(k)] = float(v)
+    return out
+
+
+def measured_goodput(run: BenchRun) -> dict[str, float]:
+    """The line's goodput figures under the table's names: ``request_goodput`` (req/s),
+    ``slo_attainment`` (0-1, good requests / requests sent) and ``slo_attainment_<slo>`` per SLO
+    (``slo_attainment_by_metric``); those it states as numbers."""
+    out: dict[str, float] = {}
+    for k in ("request_goodput", "slo_attainment"):
+        v = run.extra.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            out[k] = float(v)
+    by = run.extra.get("slo_attainment_by_metric")
+    if isinstance(by, Mapping):
+        for k, v in by.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                out[f"slo_attainment_{k}"] = float(v)
+    return out
+
+
+def client_goodput(run: Any, slos: Mapping[str, float], duration_s: float,
+                   counting: ClientCounting | None = None, sent: int | None = None) -> dict[str, float]:
+    """A predicted run's goodput for the SLOs ``slos`` (ms, :func:`goodput_slos`), as SGLang
+    0.5.23's bench_serving computes a line's (benchmark/goodput.py ``calculate_goodput``): a
+    request counts when it completed and met every SLO (TTFT, TPOT = (latency - TTFT) /
+    (output - 1), 0 for a one-token output, end-to-end latency; each ``<=`` its SLO);
+    ``request_goodput`` = good requests / ``duration_s``, ``slo_attainment`` = good / requests
+    sent, ``slo_attainment_<slo>`` = the requests that met that one / requests sent. ``counting``
+    as in :func:`client_record`. ``sent``: the requests the measured run sent, where the
+    prediction sends only those that succeeded (``scenario from-bench``): its failed ones met no
+    SLO and count in SGLang's denominator; default the run's own requests. {} for a run
+    without requests."""
+    if counting is not None:
+        run = _as_client_counts(run, counting)
+    req = _table(run, "requests")
+    if req is None or not len(req):
+        return {}
+    n = max(len(column(req, "ttft_s")), sent or 0)
+    done = notna(req, "finish_s")
+    ttft, e2e = column(req, "ttft_s", float), column(req, "e2e_s", float)
+    out_len = column(req, "output_len", float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(out_len > 1, (e2e - ttft) / (out_len - 1), 0.0)
+    observed = {"ttft": ttft, "tpot": tpot, "e2el": e2e}
+    good = done.copy()
+    out: dict[str, float] = {}
+    for name, slo in slos.items():
+        met = done & (observed[name] * 1000.0 <= slo)
+        out[f"slo_attainment_{name}"] = float(met.sum()) / n
+        good &= met
+    out["request_goodput"] = float(good.sum()) / duration_s if duration_s > 0 else float("nan")
+    out["slo_attainment"] = float(good.sum()) / n
     return out
 
 

@@ -308,3 +308,25 @@ def test_the_diffusion_benchmarks_printed_report_is_named_as_its_result_file_is(
     with pytest.raises(ConfigError) as e:
         read_bench(p)
     assert e.value.file == f"{p}:1" and "diffusion" in e.value.allowed
+
+
+def test_the_goodput_section_is_read_as_the_result_file_holds_it(tmp_path):
+    """--goodput prints its section after the accept length (0.5.23 benchmark/goodput.py
+    ``print_goodput``): "SLOs (ms): ttft:200 tpot:20", request goodput, "SLO attainment (%):" and
+    one per SLO. Only the request goodput was read (the SLOs and attainments, which the result
+    file holds as ``goodput_slos_ms``, ``slo_attainment`` and ``slo_attainment_by_metric``,
+    0-1, were dropped, so the prediction could not be judged by the same SLOs)."""
+    rep = _report()
+    at = next(i for i, x in enumerate(rep) if "End-to-End Latency" in x)
+    good = ["{s:{c}^{n}}".format(s="Goodput", n=50, c="-"), "{:<40} {:<10}".format("SLOs (ms):", "ttft:200 tpot:20"),
+            "{:<40} {:<10.2f}".format("Request goodput (req/s):", 6.12),
+            "{:<40} {:<10.2f}".format("SLO attainment (%):", 92.5),
+            "{:<40} {:<10.2f}".format("TTFT SLO attainment (%):", 95.0),
+            "{:<40} {:<10.2f}".format("TPOT SLO attainment (%):", 97.5)]
+    p = tmp_path / "bench.log"
+    p.write_text("\n".join(rep[:at] + good + rep[at:]) + "\n")
+    (run,) = read_bench(p)
+    assert run.extra["goodput_slos_ms"] == {"ttft": 200.0, "tpot": 20.0}
+    assert run.extra["request_goodput"] == pytest.approx(6.12) and run.extra["slo_attainment"] == pytest.approx(0.925)
+    assert run.extra["slo_attainment_by_metric"] == pytest.approx({"ttft": 0.95, "tpot": 0.975})
+    assert run.summary["completed"] == 200

@@ -94,6 +94,14 @@ def _file_metrics(obj: dict) -> dict[str, float]:
                 name = f"p{int(pct) if float(pct).is_integer() else pct}_{m}"
                 if (name in METRIC_KEYS or OTHER_PERCENTILE.match(name)) and name not in out:
                     out[name] = float(val)
+    slos = obj.get("goodput_slos_ms")
+    if isinstance(slos, dict) and slos and set(slos) <= {"ttft", "tpot", "e2el"}:   # SGLang --goodput: compared
+        for k in ("request_goodput", "slo_attainment"):
+            if number(obj.get(k)):
+                out[k] = float(obj[k])
+        for k, v in (obj.get("slo_attainment_by_metric") or {}).items():
+            if number(v):
+                out[f"slo_attainment_{k}"] = float(v)
     rep = obj.get("cache_report")
     if isinstance(rep, dict) and rep.get("cache_hit_rate_pct") is not None:
         out["cache_hit_rate"] = rep["cache_hit_rate_pct"] / 100
@@ -767,3 +775,29 @@ def test_a_lines_cache_hit_rate_is_compared_with_the_predictions(tmp_path, monke
     hits = [json.loads((tmp_path / "v" / f"predicted-seed{s}" / "summary.json").read_text())["cache_hit_rate"]
             for s in (1, 2)]
     assert row["predicted"] == pytest.approx(sum(hits) / 2) and math.isfinite(row["error_pct"])
+
+
+def test_a_lines_goodput_is_compared_with_the_predictions_under_its_slos(tmp_path, monkeypatch):
+    """SGLang 0.5.23 ``--goodput ttft:50`` writes ``goodput_slos_ms``, ``request_goodput``,
+    ``slo_attainment`` and ``slo_attainment_by_metric``: kept, never compared. The predicted
+    requests are now judged by the line's SLOs as bench_serving judges its own
+    (benchmark/goodput.py ``calculate_goodput``), the attainment over the requests the line
+    sent (its 2 failed ones included, which the built scenario does not send)."""
+    import numpy as np
+
+    monkeypatch.chdir(tmp_path)
+    f = DATA / "bench" / "sglang-0.5.23-details.jsonl"
+    assert main(["validate", "--measured", f"{f}:1", "--profile", "h200-1b", "--seeds", "1", "--out", "v"]) == 0
+    table = pd.read_csv(tmp_path / "v" / "validate.csv").set_index("metric")
+    obj = json.loads(f.read_text().splitlines()[0])
+    for key, want in (("request_goodput", obj["request_goodput"]), ("slo_attainment", obj["slo_attainment"]),
+                      ("slo_attainment_ttft", obj["slo_attainment_by_metric"]["ttft"])):
+        assert table.loc[key, "measured"] == pytest.approx(want), key
+    req = pd.read_parquet(tmp_path / "v" / "predicted-seed1" / "requests.parquet")
+    summary = json.loads((tmp_path / "v" / "predicted-seed1" / "summary.json").read_text())
+    good = int(((req["ttft_s"] * 1000 <= 50.0) & req["finish_s"].notna()).sum())
+    assert len(req) == 2 and len(obj["input_lens"]) == 4
+    assert table.loc["slo_attainment", "predicted"] == pytest.approx(good / 4)
+    assert table.loc["slo_attainment_ttft", "predicted"] == pytest.approx(good / 4)
+    assert table.loc["request_goodput", "predicted"] == pytest.approx(good / summary["duration"])
+    assert np.isfinite(table.loc["request_goodput", "error_pct"])
