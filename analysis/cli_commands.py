@@ -219,9 +219,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
     runs, detailed, summary_only, summary_names = [], [], [], []
     for d in args.results_dirs:
         runs.append(load_run_or_bench(d))
-        if not Path(d).is_dir() and runs[-1].requests.empty:
-            # its summary alone: no distribution to draw (drawn, its curves were empty); its
-            # stated percentiles are crosses beside the other inputs' distributions
+        if runs[-1].requests.empty:
+            # its summary alone (a line without details, or the measured run validate wrote of
+            # one): no distribution to draw (drawn, its curves were empty, "n=0"); its stated
+            # percentiles are crosses beside the other inputs' distributions
             summary_only.append(runs[-1])
             summary_names.append(d)
         else:

@@ -582,3 +582,28 @@ def test_a_prefill_only_request_is_a_success_as_the_line_counts_it(tmp_path, cap
     assert run.details.ok.tolist() == [True, True, True] and int(run.details.ok.sum()) == run.summary["completed"]
     data = to_run_data(run)
     assert data.summary["failed"] == 0 and sorted(data.requests["output_len"].tolist()) == [0, 100, 150]
+
+
+def test_plot_of_the_measured_folder_of_a_line_without_details_draws_crosses_not_an_empty_curve(tmp_path, capsys,
+                                                                                                 monkeypatch):
+    """``validate --measured`` writes the measured run as a results folder (``OUT/measured``);
+    of a line without details its requests table is empty, and ``plot OUT/predicted-seed1
+    OUT/measured`` drew it as an empty curve ("n=0; p50 n/a"), as files were drawn before. It
+    is now drawn by its percentiles, as the file is."""
+    from specsched.analysis import plots
+    from specsched.analysis.bench_cli import load_run_or_bench
+    from specsched.sim.bench_serving import read_bench_one, to_run_data
+    from specsched.sim.results import write_results
+
+    monkeypatch.chdir(tmp_path)
+    _jsonl(tmp_path, SGLANG_0523, name="full.jsonl")
+    _jsonl(tmp_path, SGLANG_03, name="bare.jsonl")
+    write_results(to_run_data(read_bench_one("bare.jsonl")), tmp_path / "measured")
+    seen = []
+    monkeypatch.setattr(plots, "plot_ttft", lambda runs, log_x=False, marks=None, _f=plots.plot_ttft:
+                        seen.append((len(runs), len(marks or []))) or _f(runs, log_x=log_x, marks=marks))
+    assert main(["plot", "full.jsonl", "measured", "--out", "p"]) == 0
+    err = [x for x in capsys.readouterr().err.splitlines() if "measured" in x]
+    assert len(err) == 1 and "crosses" in err[0]
+    assert seen == [(1, 1)]
+    assert load_run_or_bench("measured").requests.empty
