@@ -624,6 +624,46 @@ def _warn(key: tuple, text: str) -> None:
         print(text, file=sys.stderr)
 
 
+def _first_names(p: Path, fmt: str) -> list[str]:
+    """The column names of a trace file: its CSV header, or its first JSONL row's keys ([] when
+    the first non-empty line is neither: the read then says what is wrong)."""
+    import csv
+
+    try:
+        with open_text(p, TRACE_FILE, encoding="utf-8-sig", errors="replace") as f:
+            for raw in f:
+                if raw.strip():
+                    break
+            else:
+                return []
+    except (ConfigError, *READ_ERRORS):
+        return []
+    if fmt == "csv":
+        return [x.strip() for x in next(csv.reader([raw]), [])]
+    try:
+        row = json.loads(raw)
+    except ValueError:
+        return []
+    return list(row) if isinstance(row, dict) else []
+
+
+def detected_layout(cfg: TraceConfig, p: Path, fmt: str) -> str | None:
+    """The public layout (:data:`sim.workload_config.TRACE_LAYOUTS`) a trace file's columns are,
+    for a trace block that leaves its layout, columns and time unit to the default: every
+    column of exactly one layout (Mooncake's with its ``hash_ids``, which alone tells its rows,
+    timestamps in ms, from the default custom layout's in s under the same names); None
+    otherwise, or for a stream (read once: not peeked at)."""
+    from specsched.sim.workload_config import TRACE_LAYOUTS
+
+    if ({"layout", "columns", "time_unit"} & cfg.model_fields_set or cfg.columns is not None
+            or cfg.time_unit is not None or not p.is_file()):
+        return None
+    names = set(_first_names(p, fmt))
+    found = [layout for layout, (c, _unit) in TRACE_LAYOUTS.items()
+             if {c.timestamp, c.input_len, c.output_len, *([c.hash_ids] if c.hash_ids else [])} <= names]
+    return found[0] if len(found) == 1 else None
+
+
 def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | Path | None = None) -> Trace:
     """Read a trace once, streaming, up to ``limit`` rows (the same file, unchanged, with the
     same trace block and limit is not read again: :data:`_LAST`; the arrays are read-only).
@@ -656,6 +696,14 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
     key = (*fk, cfg.model_dump_json(), limit)
     if key in _LAST:
         return _LAST[key]
+    layout = detected_layout(cfg, p, _format(cfg, p))
+    if layout is not None:
+        # an Azure trace under the default layout was refused ("say workload.trace.layout:
+        # azure"), a Mooncake one ran with its ms timestamps read as s (1000 times slower
+        # arrivals) and its hash_ids unread, after a warning
+        _warn(key, f"note: {p}: its columns are the {layout} layout's: read as workload.trace.layout: {layout} "
+              "(state the layout, or columns and time_unit, to read it otherwise)")
+        return load_trace(cfg.model_copy(update={"layout": layout}), limit, scenario_path)   # cached under its own key
     keep = fk[1] != "stream" and fk[1] >= KEEP_MIN_BYTES   # a stream's bytes are kept already
     columns, unit = cfg.resolved()
     cols = (columns.timestamp, columns.input_len, columns.output_len)

@@ -1008,12 +1008,16 @@ def test_a_mooncake_trace_read_without_its_layout_is_said(tmp_path, capsys):
     from specsched.sim.trace import load_trace
 
     f = DATA / "traces" / "mooncake-conversation.jsonl"
-    assert load_trace(TraceConfig(path=str(f))).arrival_s[2] == 3052.0   # as the scenario says, warned
+    # the layout left to the default: read as Mooncake's (its columns), said in a note
+    assert load_trace(TraceConfig(path=str(f))).arrival_s[2] == pytest.approx(3.052)
+    assert "layout: mooncake" in capsys.readouterr().err
+    # custom stated: as the scenario says, warned
+    assert load_trace(TraceConfig(path=str(f), layout="custom")).arrival_s[2] == 3052.0
     err = capsys.readouterr().err
     assert "hash_ids" in err and "layout: mooncake" in err and str(f) in err
     csv = tmp_path / "m.csv"
     csv.write_text("timestamp,input_length,output_length,hash_ids\n0,600,5,1 2\n3052,700,6,1 3\n")
-    load_trace(TraceConfig(path=str(csv)))
+    load_trace(TraceConfig(path=str(csv), layout="custom"))
     assert "layout: mooncake" in capsys.readouterr().err
     load_trace(TraceConfig(path=str(f), time_unit="ms"))
     load_trace(TraceConfig(path=str(f), layout="mooncake"))

@@ -603,3 +603,30 @@ def test_a_zero_output_row_is_served_prefill_only_as_bench_serving_records_it(tm
     assert rec["total_output_tokens"] == 9 and rec["completed"] == 3
     if records == "full":
         assert rec["output_lens"] == [5, 0, 4] and rec["ttfts"][1] == 0.0 and rec["itls"][1] == []
+
+
+@pytest.mark.parametrize(("name", "text", "layout", "arrivals"), [
+    ("azure.csv", AZURE_HEADER + "2023-11-16 18:15:46.6805900,4808,10\n2023-11-16 18:15:47.1805900,100,3\n", "azure",
+     [0.0, 0.5]),
+    ("mc.jsonl", '{"timestamp": 0, "input_length": 100, "output_length": 5, "hash_ids": [1]}\n'
+                 '{"timestamp": 1500, "input_length": 600, "output_length": 2, "hash_ids": [1, 2]}\n', "mooncake",
+     [0.0, 1.5]),
+    ("bg.csv", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n5,ChatGPT,472,18,490,x\n"
+               "7,GPT-4,100,3,103,x\n", "burstgpt", [0.0, 2.0]),
+])
+def test_a_public_trace_under_the_default_layout_is_read_as_its_layout(tmp_path, capsys, name, text, layout, arrivals):
+    """``trace: {path: AzureLLMInferenceTrace_code.csv}`` (no layout: the default, custom) was
+    refused ("say workload.trace.layout: azure"), and a Mooncake trace ran with its ms
+    timestamps read as s (arrivals 1000 times apart) and its hash_ids unread, after a warning.
+    A file whose columns are exactly one public layout's is read as that layout, said in one
+    note; a layout stated (custom included) is read as stated."""
+    (tmp_path / name).write_text(text)
+    tr = load_trace(TraceConfig(path=str(tmp_path / name)))
+    assert tr.arrival_s.tolist() == pytest.approx(arrivals)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"columns are the {layout} layout's" in err[0], err
+    if layout == "mooncake":
+        assert tr.hash_ids is not None
+        stated = load_trace(TraceConfig(path=str(tmp_path / name), layout="custom"))
+        assert stated.arrival_s.tolist() == pytest.approx([0.0, 1500.0])
+        assert "read with layout custom" in capsys.readouterr().err
