@@ -343,11 +343,11 @@ def check_trace_rows(scenario: Scenario, hw: Hardware | None = None) -> None:
     Raises:
         ConfigError: ``<trace>:<line>: <column> = <value>: request k (of n such rows): ...``.
     """
-    from specsched.sim.trace import load_trace
+    from specsched.sim.trace import load_trace, read_columns
 
     w = scenario.workload
     tr = load_trace(w.trace, w.num_requests, scenario.path or None)
-    columns, _ = w.trace.resolved()
+    columns = read_columns(w.trace, scenario.path or None)
     path = scenario_data_path(w.trace.path, scenario.path or None)
     aborts, halves = trace_rejections(scenario, tr.input_len, tr.output_len, hw)
     if halves:

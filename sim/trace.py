@@ -664,6 +664,14 @@ def detected_layout(cfg: TraceConfig, p: Path, fmt: str) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
+def read_columns(cfg: TraceConfig, scenario_path: str | Path | None = None) -> Any:
+    """The column names a trace block's file is read with (:meth:`TraceConfig.resolved`'s,
+    after :func:`detected_layout`), for messages that name a row's column."""
+    p = scenario_data_path(cfg.path, scenario_path)
+    layout = detected_layout(cfg, p, _format(cfg, p)) if is_input_file(p) else None
+    return (cfg.model_copy(update={"layout": layout}) if layout else cfg).resolved()[0]
+
+
 def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | Path | None = None) -> Trace:
     """Read a trace once, streaming, up to ``limit`` rows (the same file, unchanged, with the
     same trace block and limit is not read again: :data:`_LAST`; the arrays are read-only).
