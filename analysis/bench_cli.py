@@ -59,14 +59,30 @@ def comparison_rows(predicted: dict[str, Any], measured: dict[str, Any], keys: t
     return rows
 
 
+def _percentile_of(metric: str) -> float:
+    """The percentile a statistic's name states (``p99.9_ttft_ms`` 99.9, ``median_*`` 50), -1
+    for the mean and standard deviation."""
+    head = metric.split("_", 1)[0]
+    if head == "median":
+        return 50.0
+    try:
+        return float(head[1:]) if head.startswith("p") else -1.0
+    except ValueError:
+        return -1.0
+
+
 def with_percentile_rows(rows: list[dict[str, Any]], extra: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``rows`` with each row of ``extra`` (a latency percentile outside bench_serving's own
-    statistics, ``p99.9_ttft_ms``) placed after the last row of the same latency
-    (``..._ttft_ms``), in the order ``extra`` gives; at the end when ``rows`` has none."""
+    statistics, ``p99.9_ttft_ms``, ``p25_ttft_ms``) among the rows of the same latency
+    (``..._ttft_ms``): after the last of them of a lower percentile (the mean and standard
+    deviation count as lower), so p25 comes before p90 and p99.9 after p99; at the end when
+    ``rows`` has none of that latency."""
     out = list(rows)
     for row in extra:
-        metric = row["metric"].split("_", 1)[1]
-        at = max((i for i, r in enumerate(out) if r["metric"].split("_", 1)[-1] == metric), default=len(out) - 1)
+        metric, pct = row["metric"].split("_", 1)[1], _percentile_of(row["metric"])
+        same = [i for i, r in enumerate(out) if r["metric"].split("_", 1)[-1] == metric]
+        lower = [i for i in same if _percentile_of(out[i]["metric"]) <= pct]
+        at = max(lower) if lower else (min(same) - 1 if same else len(out) - 1)
         out.insert(at + 1, row)
     return out
 

@@ -801,3 +801,15 @@ def test_a_lines_goodput_is_compared_with_the_predictions_under_its_slos(tmp_pat
     assert table.loc["slo_attainment_ttft", "predicted"] == pytest.approx(good / 4)
     assert table.loc["request_goodput", "predicted"] == pytest.approx(good / summary["duration"])
     assert np.isfinite(table.loc["request_goodput", "error_pct"])
+
+
+def test_extra_percentile_rows_sit_in_percentile_order_among_their_latencys():
+    """vLLM ``--metric-percentiles 25,75,99.9``: each extra row goes among its latency's rows by
+    its percentile (p25 and p75 before p99, p99.9 after it), not after the last of them."""
+    from specsched.analysis.bench_cli import with_percentile_rows
+
+    rows = [{"metric": m} for m in ("mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms", "mean_tpot_ms")]
+    extra = [{"metric": m} for m in ("p25_ttft_ms", "p75_ttft_ms", "p99.9_ttft_ms")]
+    got = [r["metric"] for r in with_percentile_rows(rows, extra)]
+    assert got == ["mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p25_ttft_ms", "p75_ttft_ms", "p99_ttft_ms",
+                   "p99.9_ttft_ms", "mean_tpot_ms"]
