@@ -221,7 +221,7 @@ class TraceConfig(BaseModel):
 
     path: str = Field(description="CSV or JSONL file: beside the scenario, as given, or a shipped example by name.")
     format: Literal["auto", "csv", "jsonl"] = Field("auto", description="auto: by suffix (.jsonl/.json -> jsonl, else csv).")
-    layout: Literal["custom", "azure", "mooncake", "burstgpt"] = Field("custom", description="azure: TIMESTAMP (date-time), ContextTokens, GeneratedTokens; mooncake: timestamp (ms), input_length, output_length, hash_ids; burstgpt: Timestamp (s), Request tokens, Response tokens; custom: columns.")
+    layout: Literal["custom", "azure", "mooncake", "burstgpt"] = Field("custom", description="azure: TIMESTAMP (date-time), ContextTokens, GeneratedTokens; mooncake: timestamp (ms), input_length, output_length, hash_ids; burstgpt: Timestamp (s), Request tokens, Response tokens; custom: columns. Left unset (with no columns or time_unit), a file whose columns are exactly one of these layouts' is read as it, said in a note.")
     columns: TraceColumns | None = Field(None, description="Column names (default: the layout's).")
     time_unit: Literal["s", "ms", "us", "ns", "datetime"] | None = Field(None, description="Unit of the timestamp column (default: the layout's, else s). A first timestamp of 1e11 s or more in this unit (an epoch time in a finer unit) is refused, naming the unit that reads it as a date.")
     time_scale: float = Field(1.0, gt=0, description="Multiplies every arrival time (2 = half the rate).")
