@@ -453,9 +453,7 @@ class GpuPhases(Harness):
             self.grid_rows, self.grid_rows_t = self._new_rows(self.max_bs, self.grid_ctx)
         self.grid: dict[str, list[list[float]]] = {}
         self.grid_spread = {}
-        # draft_step: one drafter forward over one token per request, the serial step a
-        # chain drafter (EAGLE/MTP, topk 1) runs speculative_num_steps - 1 times per cycle
-        for kind in ("spec", "decode", "draft_step"):
+        for kind in ("spec", "decode", *self.draft_step_kinds):
             g = [[0.0] * len(self.contexts) for _ in self.bs]
             spread = 0.0
             for j, c in enumerate(self.contexts):
@@ -467,6 +465,25 @@ class GpuPhases(Harness):
                     g[i][j] = statistics.median(ts)
                     spread = max(spread, _iqr_rel(ts) if len(ts) >= 4 else 0.0)
             self.grid[kind], self.grid_spread[kind] = g, spread
+        if self.draft_step_kinds != ("draft_step",):
+            # a chain drafter's serial step as the cycle runs it: what its W - 2 steps add to
+            # the cycle, per step (the per-call work around a forward, paid once per cycle,
+            # cancels: a lone step's call would charge it once per step)
+            with_steps, without = (self.grid[k] for k in self.draft_step_kinds)
+            steps = self.W - 2
+            self.grid["draft_step"] = [[max(a - b, 0.0) / steps for a, b in zip(ra, rb, strict=True)]
+                                       for ra, rb in zip(with_steps, without, strict=True)]
+            self.grid_spread["draft_step"] = max(self.grid_spread[k] for k in self.draft_step_kinds)
+            self.reps["draft_step"] = self.reps.get(self.draft_step_kinds[0], [])
+
+    @property
+    def draft_step_kinds(self) -> tuple[str, ...]:
+        """What the grid phase times for ``gpu.draft_step``, the serial one-token draft step
+        a chain drafter (EAGLE/MTP, topk 1) runs ``speculative_num_steps - 1`` times per
+        cycle (speculative/eagle_worker_v2.py ``draft_forward``): a chain cycle at the
+        profile's window with its ``W - 2`` steps and without them (their difference over
+        ``W - 2``); at window 2 (no serial step) the step called alone."""
+        return ("chain_spec", "chain_no_steps") if self.W >= 3 else ("draft_step",)
 
     def tile_phase(self) -> None:
         """The attention kernel's KV tile (``gpu.attention_tile``): the graph-replayed decode

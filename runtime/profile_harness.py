@@ -415,7 +415,8 @@ class Harness:
         return {
             "extend": (per_extend_cell * len(self.ext_x) * len(self.ext_cols) + 2 * len(self.ext_x)
                        + per_extend_cell // 2 * len(self.split_layouts)),
-            "grid": 3 * len(self.bs) * len(self.contexts),   # spec, decode, draft_step
+            # spec, decode and the draft step's (chain cycles with and without their steps)
+            "grid": (3 if self.W < 3 else 4) * len(self.bs) * len(self.contexts),
             "tile": 2 * len(self.tile_widths),
             "padding": 6 if len(self.contexts) >= 2 else 0,
             "eager": len(self.eager_bs) * len(self.contexts),
@@ -549,7 +550,8 @@ class Harness:
 
     def _step_fn(self, kind: str, rows: list[int], rows_t: torch.Tensor, context: int | list[int],
                  graph: bool) -> Callable[[], object]:
-        """A decode step, spec cycle or draft step of ``rows``, their committed lengths put back before
+        """A decode step, spec cycle (``chain_spec`` / ``chain_no_steps``: a chain drafter's,
+        with or without its serial steps) or draft step of ``rows``, their committed lengths put back before
         every call: ``context`` for every row, or each row's own when a list (the padding
         probe's mixed layouts)."""
         runner, pool = self.runner, self.runner.pool
@@ -567,6 +569,8 @@ class Harness:
                 return runner.decode(rows, graph=graph)
             if kind == "draft_step":
                 return runner.draft_step(rows, graph=graph)
+            if kind in ("chain_spec", "chain_no_steps"):
+                return runner.spec_cycle(rows, forced, graph=graph, draft_steps=kind == "chain_spec", as_chain=True)
             return runner.spec_cycle(rows, forced, graph=graph)
 
         return step

@@ -271,14 +271,19 @@ class Provenance:
                    + ", ".join(f"bs {b} +{_us(e)}" for b, e in zip(self.launch_bs, self.verify_excess, strict=True))),
             "gpu.decode": grid_text("decode", "one runtime.model.ModelRunner.decode(rows, graph=True)"),
             "gpu.draft_step": grid_text("draft_step", (
-                f"one runtime.model.ModelRunner.draft_step(rows, graph=True): the drafter {draft_preset(self.preset)} "
-                "over one token per request at its committed length (x = batch = tokens), the serial step a chain "
+                (f"(spec_cycle(rows, forced, graph=True, as_chain=True) - the same with draft_steps=False) / {W - 2}: "
+                 f"what the {W - 2} serial one-token steps of the drafter {draft_preset(self.preset)} add to a chain "
+                 f"cycle at window {W}, per step (the per-call work around a forward, which a cycle pays once, "
+                 "cancels; a step called alone would charge it per step)" if W >= 3 else
+                 f"one runtime.model.ModelRunner.draft_step(rows, graph=True): the drafter {draft_preset(self.preset)} "
+                 "over one token per request at its committed length (window 2 has no serial step to difference)")
+                + " (x = batch = tokens), the serial step a chain "
                 "drafter (eagle/mtp, topk 1) runs speculative_num_steps - 1 times per cycle. gpu.verify holds the "
                 f"block drafter's forward over 2 x {W} positions per request, where a chain drafter's draft extend "
                 f"runs over {W}: the two read the drafter's weights once, so they differ only where its token "
                 "work is compute-bound (large batches)")),
             "gpu.draft_step_tokens_per_request": ("1: each row of gpu.draft_step is one request's one token "
-                                                  f"(runtime/spec_cycle.py _draft_only_dev). [{env}]"),
+                                                  f"(runtime/spec_cycle.py _draft_step_dev). [{env}]"),
             "gpu.eager_factor": (
                 f"median over (bs, context) of spec_cycle(graph=False) / spec_cycle(graph=True) (the gpu.verify "
                 f"point), at batch sizes {self.eager_bs} (the largest grid sizes{' above cuda_graph_max_bs' if self.eager_bs[0] > self.graph_max_bs else ''}) x "

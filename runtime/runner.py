@@ -427,7 +427,8 @@ class ModelRunner(SpecCycle):
         bs = pick_bucket(batch, self.bs_buckets)
         return None if bs is None else (kind, bs, ctx, forced)
 
-    def capture(self, kind: Literal["decode", "spec", "spec_no_steps", "draft_step"], batch: int, ctx: int,
+    def capture(self, kind: Literal["decode", "spec", "spec_no_steps", "chain_spec", "chain_no_steps", "draft_step"],
+                batch: int, ctx: int,
                 forced: bool = True) -> tuple:
         """Capture (after warm-up) the graph for ``kind`` at the buckets covering
         ``batch`` and ``ctx``; idempotent. Capture before measuring: a lazy capture in
@@ -469,12 +470,15 @@ class ModelRunner(SpecCycle):
 
     def _step_dev(self, kind: str, rows_t: torch.Tensor, ctx: int, forced: torch.Tensor | None) -> StepOut:
         """The device work of one graph kind: ``decode``, ``spec`` (a whole cycle),
-        ``spec_no_steps`` (a chain cycle without its serial draft steps) or ``draft_step``."""
+        ``spec_no_steps`` (a chain cycle without its serial draft steps), ``chain_spec`` /
+        ``chain_no_steps`` (the same two as a chain drafter's on a block drafter's runner:
+        the profiler's ``gpu.draft_step``) or ``draft_step``."""
         if kind == "decode":
             return self._decode_dev(rows_t, ctx)
         if kind == "draft_step":
             return self._draft_only_dev(rows_t, ctx)
-        return self._spec_dev(rows_t, ctx, forced, kind != "spec_no_steps")
+        chain = True if kind.startswith("chain") else None
+        return self._spec_dev(rows_t, ctx, forced, kind not in ("spec_no_steps", "chain_no_steps"), chain)
 
     def _run(self, kind: str, rows: Sequence[int], ctx: int, forced: Sequence[int] | None) -> StepOut:
         key = self.graph_key(kind, len(rows), ctx, forced is not None)

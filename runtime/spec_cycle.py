@@ -222,13 +222,15 @@ class SpecCycle:
         last = hidden.gather(1, accept.view(b, 1, 1).expand(b, 1, hidden.shape[-1])).reshape(b, hidden.shape[-1])
         pool.draft_next[rows_t] = torch.argmax(self.drafter.compute_logits(last), dim=-1)
 
-    def _spec_dev(self, rows_t: torch.Tensor, ctx: int, forced: torch.Tensor | None, steps: bool = True) -> StepOut:
+    def _spec_dev(self, rows_t: torch.Tensor, ctx: int, forced: torch.Tensor | None, steps: bool = True,
+                  chain: bool | None = None) -> StepOut:
         pool, g = self.pool, self.gamma
         b = rows_t.shape[0]
         anchor = pool.last_token[rows_t]
+        chain = self.chain if chain is None else chain and self.drafter is not None
         if self.drafter is None:
             drafts = torch.full((b, g), self.mask_token, dtype=anchor.dtype, device=anchor.device)
-        elif self.chain:
+        elif chain:
             drafts = self._chain_draft_dev(rows_t, ctx, steps)
         else:
             drafts = self._draft_dev(rows_t, ctx)
@@ -243,7 +245,7 @@ class SpecCycle:
         tokens = torch.where(j < accept[:, None], tokens, torch.where(j == accept[:, None], bonus[:, None], -1))
         n = pool.seq_lens[rows_t]
         self._commit_dev(rows_t, accept, bonus, window)
-        if self.chain and self.drafter is not None:
+        if chain:
             self._draft_extend_dev(rows_t, n, tokens, accept, ctx)
             pool.reset_padding()
         return StepOut(tokens, accept, accept + 1)
@@ -325,7 +327,7 @@ class SpecCycle:
 
     @torch.no_grad()
     def spec_cycle(self, rows: Sequence[int], forced_accept: Sequence[int] | None = None, *, graph: bool = False,
-                   draft_steps: bool = True) -> StepOut:
+                   draft_steps: bool = True, as_chain: bool = False) -> StepOut:
         """One speculative cycle: the drafter proposes gamma tokens (a block drafter in one
         parallel forward, speculative/dflash_worker_v2.py; a chain drafter in
         ``gamma - 1`` serial steps after the previous draft extend's first proposal,
@@ -341,8 +343,11 @@ class SpecCycle:
                 accept *length* L, pass L - 1). All drafting and verifying still runs;
                 only the committed count is forced. None: real greedy matching.
             graph: replay a captured graph (see :meth:`decode`).
-            draft_steps: False skips a chain drafter's serial draft steps (the profiler
-                times them apart: :meth:`draft_step`); no effect on a block drafter.
+            draft_steps: False skips a chain drafter's serial draft steps; no effect on a
+                block drafter.
+            as_chain: run the cycle as a chain drafter's whatever this runner's drafter
+                kind (the profiler times a chain cycle with and without its serial steps
+                on its block drafter's runner: ``gpu.draft_step``).
 
         Returns:
             :class:`StepOut`: ``tokens[B, W]`` committed tokens (drafts[:accept] then the
@@ -354,12 +359,17 @@ class SpecCycle:
         if self.window < 2:
             raise RuntimeError("spec_cycle needs spec_window >= 2")
         ctx = self._prepare(rows, self.window)
-        steps = draft_steps or not self.chain
+        chain = self.chain or (as_chain and self.drafter is not None)
+        steps = draft_steps or not chain
         if graph:
-            out = self._run("spec" if steps else "spec_no_steps", rows, ctx, forced_accept)
+            if chain and not self.chain:
+                kind = "chain_spec" if steps else "chain_no_steps"
+            else:
+                kind = "spec" if steps else "spec_no_steps"
+            out = self._run(kind, rows, ctx, forced_accept)
         else:
             forced = self.device.h2d(forced_accept) if forced_accept is not None else None
-            out = self._spec_dev(self.device.h2d(rows), ctx, forced, steps)
+            out = self._spec_dev(self.device.h2d(rows), ctx, forced, steps, chain)
         for i, r in enumerate(rows):
             self.pool.len_bound[r] += (min(max(forced_accept[i], 0), self.gamma) + 1) if forced_accept is not None else self.window
         return out

@@ -165,3 +165,20 @@ def test_skipping_the_steps_leaves_a_block_drafter_unchanged() -> None:
         rows = prefilled(r, (6, 9), seed=4)
         outs.append([r.spec_cycle(rows, forced_accept=[2, 1], draft_steps=steps).tokens.tolist() for _ in range(3)])
     assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_a_block_runner_runs_the_chain_cycle_the_profiler_times(graph: bool) -> None:
+    # the profiler's gpu.draft_step: a chain cycle with and without its steps on its block runner
+    outs = []
+    for kind, as_chain in (("chain", False), ("block", True)):
+        r = make_chain(kind=kind, seed=7)
+        rows = prefilled(r, (6, 10), seed=11)
+        seq = []
+        for steps in (True, False, True):
+            s = r.spec_cycle(rows, forced_accept=[2, 1], graph=graph, draft_steps=steps, as_chain=as_chain)
+            seq.append((s.tokens.tolist(), r.pool.draft_next[torch.tensor(rows)].tolist()))
+        outs.append(seq)
+        if graph and as_chain:
+            assert {k[0] for k in r.device.graphs.keys()} == {"chain_spec", "chain_no_steps"}
+    assert outs[0] == outs[1]

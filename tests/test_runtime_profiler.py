@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -652,3 +653,29 @@ def test_the_profile_carries_its_decode_launch_calls_and_a_run_reads_its_host_sp
     assert not np.array_equal(launch_call_reference(p, "verify")[1], sec)
     with pytest.raises(ValueError, match="allowed: verify, decode"):
         launch_call_reference(p, "extend")
+
+
+def test_the_draft_step_grid_is_a_serial_step_inside_the_cycle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpu.draft_step prices each of a chain drafter's serial steps (the simulator charges
+    speculative_num_steps - 1 of them on top of gpu.verify), so it must be what one step adds
+    to a cycle, not a step called alone: a lone call also pays the work around every forward
+    (reserving KV, the graph's input and output copies), which a cycle pays once. On CPU the
+    lone call charged ~0.11 ms a step more than the step inside the cycle (0.81 vs 0.70 ms,
+    tiny preset), and the eagle-chain cell's chain arms were predicted 7-10 % slow where the
+    block arm was not. Here that per-call work is made 5 ms: it must not reach the grid."""
+    from specsched.runtime.spec_cycle import SpecCycle
+
+    prepare = SpecCycle._prepare
+
+    def slow_prepare(self, rows, width):
+        time.sleep(0.005)
+        return prepare(self, rows, width)
+
+    monkeypatch.setattr(SpecCycle, "_prepare", slow_prepare)
+    p = profile_device(device="cpu", preset="tiny", spec_window=4, max_bs=2, contexts=[32, 96], extend_tokens=[8, 64],
+                       cuda_graph_max_bs=2, repeats=5, progress=False)
+    steps = np.array(p["gpu"]["draft_step"]["seconds"])
+    verify = np.array(p["gpu"]["verify"]["seconds"])
+    assert (verify > 0.005).all()  # the per-call work is in every cycle ...
+    assert (steps < 0.003).all(), steps  # ... and in no step
+    assert "draft_steps=False" in p["provenance"]["gpu.draft_step"]
