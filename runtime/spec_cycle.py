@@ -172,8 +172,8 @@ class SpecCycle:
         position p with the token at p + 1) and proposes draft i + 1. Every position it
         writes lies in the verify window the cycle reserved (n .. n + gamma).
         ``steps=False`` skips the serial steps (the drafts are the first one repeated):
-        the profiler times the verify and the draft extend apart from the steps
-        (``gpu.verify`` against ``gpu.draft_step``).
+        the profiler's ``gpu.draft_step`` is a cycle with its steps less one without them,
+        over their number.
         """
         assert self.drafter is not None and self.draft_kv is not None
         pool, g = self.pool, self.gamma
@@ -376,11 +376,12 @@ class SpecCycle:
 
     @torch.no_grad()
     def draft_step(self, rows: Sequence[int], *, graph: bool = False) -> StepOut:
-        """One serial draft step of a chain drafter alone (what ``gpu.draft_step`` times):
-        the drafter over each row's ``draft_next`` at its committed length. Commits
-        nothing; ``tokens[B, 1]`` is the proposed next draft. A block drafter's runner
-        times the same one-token drafter forward (the profiler measures it whichever
-        kind the runner was built for).
+        """One serial draft step of a chain drafter alone: the drafter over each row's
+        ``draft_next`` at its committed length. Commits nothing; ``tokens[B, 1]`` is the
+        proposed next draft. A block drafter's runner runs the same one-token drafter
+        forward. The profiler times ``gpu.draft_step`` with it only at window 2 (no serial
+        step inside a cycle to difference): a lone call also pays the per-call work a
+        cycle pays once.
 
         Raises:
             RuntimeError: no drafter.
