@@ -221,7 +221,7 @@ class Provenance:
                     f"{WARMUP} warm-ups (the first captures the graph). Batch sizes {self.bs} (graph buckets exactly "
                     f"there, no padding) x committed context {self.contexts}; committed lengths put back to the "
                     f"context before every step (one index_fill_ kernel, included; as runtime.microbench.bench). "
-                    f"Attention width round_up(context + {W if kind == 'spec' else 1}, 64) (the engine pads to "
+                    f"Attention width round_up(context + {W if kind == 'spec' or (kind == 'draft_step' and W >= 3) else 1}, 64) (the engine pads to "
                     f"multiples of {CTX_BUCKET_STEP}; docs/decode-width.md). Points above cuda_graph_max_bs={self.graph_max_bs} were "
                     f"graph-replayed too: the simulator applies gpu.eager_factor there. Largest (p75-p25)/median "
                     f"{self.grid_spread[kind] * 100:.1f} %. Values: {pts}. [{env}]")
