@@ -404,13 +404,15 @@ measured with fewer than 4 repeats per point records no spread)."""
 
 
 def grid_warning(d: dict, repeats: int) -> str | None:
-    """One ``warning:`` line when a verify/decode grid of profile ``d`` is noisy: its
+    """One ``warning:`` line when a verify/decode/draft-step grid of profile ``d`` is noisy: its
     largest (p75-p25)/median (its provenance) is above :data:`NOISY_SPREAD`, or its time
     falls as the batch grows by more than that spread (at least :data:`FALL_FLOOR`, at most
     :data:`NOISY_SPREAD`, so that a noisy grid's falls are named too) in some context column. Either makes the simulator's prices wrong where it reads them (a falling
     segment extrapolated past the grid priced large batches at 0 s); None for a clean profile."""
     found = []
-    for kind in ("verify", "decode"):
+    # draft_step: a difference of two cycles (runtime/profile_gpu.py grid_phase), the
+    # noisiest grid; the simulator charges it once per serial step of a chain drafter
+    for kind in ("verify", "decode", "draft_step"):
         g = d["gpu"].get(kind)
         if not g:
             continue

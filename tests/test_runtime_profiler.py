@@ -212,9 +212,11 @@ def test_profile_warns_of_a_noisy_or_falling_grid(prof: dict, tmp_path: Path, mo
 
     import specsched.runtime.profiler as profiler
 
-    def made(d: dict, spread: float, verify: list[list[float]], decode: list[list[float]]) -> dict:
+    def made(d: dict, spread: float, verify: list[list[float]], decode: list[list[float]],
+             draft: list[list[float]] | None = None, draft_spread: float = 5.0) -> dict:
         d = copy.deepcopy(d)
-        for kind, grid, pct in (("verify", verify, spread), ("decode", decode, 5.0)):
+        for kind, grid, pct in (("verify", verify, spread), ("decode", decode, 5.0),
+                                ("draft_step", draft or decode, draft_spread)):
             d["gpu"][kind] = {**d["gpu"][kind], "x": [1.0, 2.0, 4.0, 8.0], "seconds": grid}
             d["provenance"][f"gpu.{kind}"] = re.sub(r"Largest \(p75-p25\)/median [\d.]+ %",
                                                     f"Largest (p75-p25)/median {pct:.1f} %",
@@ -225,7 +227,8 @@ def test_profile_warns_of_a_noisy_or_falling_grid(prof: dict, tmp_path: Path, mo
     falling = [[4.88e-3, 5e-3], [6.28e-3, 6e-3], [13.93e-3, 7e-3], [3.41e-3, 8e-3]]
     ap = argparse.ArgumentParser(prog="specsched")
     register_profile_command(ap.add_subparsers(dest="command", required=True))
-    for d, warned in ((made(prof, 150.0, falling, rising), True), (made(prof, 5.0, rising, rising), False)):
+    for d, warned in ((made(prof, 150.0, falling, rising), True), (made(prof, 5.0, rising, rising), False),
+                      (made(prof, 5.0, rising, rising, falling, 40.0), "draft_step")):
         monkeypatch.setattr(profiler, "profile_device", lambda d=d, **kw: d)
         a = ap.parse_args(["profile", "--device", "cpu", "--preset", "tiny", "--no-progress",
                            "--out", str(tmp_path / "p.yaml")])
@@ -235,6 +238,11 @@ def test_profile_warns_of_a_noisy_or_falling_grid(prof: dict, tmp_path: Path, mo
             assert err == []
             continue
         assert len(err) == 1, err
+        if warned == "draft_step":
+            # the chain drafter's serial step, a difference of two cycles: priced per step
+            assert "draft_step grid: spread 40%" in err[0] and "ctx 64 falls from bs 4 13.930 ms" in err[0]
+            assert "verify grid" not in err[0]
+            continue
         assert "verify grid: spread 150%" in err[0] and "ctx 64 falls from bs 4 13.930 ms to bs 8 3.410 ms" in err[0]
         assert "decode" not in err[0] and "--repeats (now 20)" in err[0]
 
