@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 from specsched.runtime.profile_fit import attention_padding_fit, attention_tile_fit, issue_estimate
 from specsched.runtime.profile_harness import (
@@ -453,10 +454,8 @@ class GpuPhases(Harness):
             self.grid_rows, self.grid_rows_t = self._new_rows(self.max_bs, self.grid_ctx)
         self.grid: dict[str, list[list[float]]] = {}
         self.grid_spread = {}
-        iqr: dict[str, list[list[float]]] = {}   # (p75 - p25) seconds per point
-        for kind in ("spec", "decode", *self.draft_step_kinds):
+        for kind in ("spec", "decode"):
             g = [[0.0] * len(self.contexts) for _ in self.bs]
-            iqr[kind] = [[0.0] * len(self.contexts) for _ in self.bs]
             spread = 0.0
             for j, c in enumerate(self.contexts):
                 for i, b in enumerate(self.bs):
@@ -465,34 +464,53 @@ class GpuPhases(Harness):
                     fn = self._step_fn(kind, self.grid_rows[:b], rows_t, c, graph=True)
                     ts = self._measure(f"{kind} bs {b} @ctx {c}", kind, fn)
                     g[i][j] = statistics.median(ts)
-                    rel = _iqr_rel(ts) if len(ts) >= 4 else 0.0
-                    iqr[kind][i][j] = rel * g[i][j]
-                    spread = max(spread, rel)
+                    spread = max(spread, _iqr_rel(ts) if len(ts) >= 4 else 0.0)
             self.grid[kind], self.grid_spread[kind] = g, spread
-        if self.draft_step_kinds != ("draft_step",):
-            # a chain drafter's serial step as the cycle runs it: what its W - 2 steps add to
-            # the cycle, per step (the per-call work around a forward, paid once per cycle,
-            # cancels: a lone step's call would charge it once per step)
-            with_steps, without = (self.grid[k] for k in self.draft_step_kinds)
-            steps = self.W - 2
-            self.grid["draft_step"] = [[max(a - b, 0.0) / steps for a, b in zip(ra, rb, strict=True)]
-                                       for ra, rb in zip(with_steps, without, strict=True)]
-            # the difference's spread: both cycles' (p75 - p25) over what the steps add (a
-            # difference lost in the noise reads as a large spread: specsched profile warns)
-            ia, ib = (iqr[k] for k in self.draft_step_kinds)
-            self.grid_spread["draft_step"] = max(
-                min((ia[i][j] + ib[i][j]) / max((with_steps[i][j] - without[i][j]), 1e-12), 9.99)
-                for i in range(len(self.bs)) for j in range(len(self.contexts)))
-            self.reps["draft_step"] = self.reps.get(self.draft_step_kinds[0], [])
+        self._draft_step_grid()
 
-    @property
-    def draft_step_kinds(self) -> tuple[str, ...]:
-        """What the grid phase times for ``gpu.draft_step``, the serial one-token draft step
-        a chain drafter (EAGLE/MTP, topk 1) runs ``speculative_num_steps - 1`` times per
-        cycle (speculative/eagle_worker_v2.py ``draft_forward``): a chain cycle at the
-        profile's window with its ``W - 2`` steps and without them (their difference over
-        ``W - 2``); at window 2 (no serial step) the step called alone."""
-        return ("chain_spec", "chain_no_steps") if self.W >= 3 else ("draft_step",)
+    def _draft_step_grid(self) -> None:
+        """``gpu.draft_step``: the serial one-token draft step a chain drafter (EAGLE/MTP,
+        topk 1) runs ``speculative_num_steps - 1`` times per cycle (speculative/eagle_worker_v2.py
+        ``draft_forward``), as the cycle runs it: what a chain cycle's ``W - 2`` steps add to
+        it, per step. Calls of the cycle with its steps and without them alternate
+        (``spec_cycle(as_chain=True)``, ``draft_steps`` True / False), and each pair's
+        difference is taken, so the machine's drift between them cancels too; the median
+        difference over ``W - 2``. The per-call work around a forward (KV reservation, the
+        graph's input and output copies), which a cycle pays once, cancels: a step called
+        alone charged it once per step (CPU, tiny: 0.81 ms against 0.70 inside the cycle).
+        At window 2 (no serial step) the step is called alone (:meth:`ModelRunner.draft_step`)."""
+        g = [[0.0] * len(self.contexts) for _ in self.bs]
+        spread = 0.0
+        steps = self.W - 2
+        for j, c in enumerate(self.contexts):
+            for i, b in enumerate(self.bs):
+                rows = self.grid_rows[:b]
+                with self.dev.use("forward"):
+                    rows_t = self.dev.h2d(rows)
+                if steps < 1:
+                    ts = self._measure(f"draft_step bs {b} @ctx {c}", "draft_step",
+                                       self._step_fn("draft_step", rows, rows_t, c, graph=True))
+                    g[i][j] = statistics.median(ts)
+                    spread = max(spread, _iqr_rel(ts) if len(ts) >= 4 else 0.0)
+                    continue
+                pair = (self._step_fn("chain_spec", rows, rows_t, c, graph=True),
+                        self._step_fn("chain_no_steps", rows, rows_t, c, graph=True))
+                ran: list[int] = []
+
+                def alternate(pair=pair, ran=ran) -> object:
+                    ran.append(len(ran) % 2)
+                    return pair[ran[-1]]()
+
+                ts = self._measure(f"chain cycle with / without its {steps} draft steps bs {b} @ctx {c}",
+                                   "draft_step", alternate, repeats=2 * self.repeats)
+                kinds = ran[-len(ts):]
+                diffs = [ts[k] - ts[k + 1] for k in range(len(ts) - 1) if kinds[k] == 0 and kinds[k + 1] == 1]
+                d = statistics.median(diffs)
+                g[i][j] = max(d, 0.0) / steps
+                if len(diffs) >= 4:
+                    q1, q3 = np.percentile(diffs, [25, 75])
+                    spread = max(spread, min(float(q3 - q1) / d, 9.99) if d > 0 else 9.99)
+        self.grid["draft_step"], self.grid_spread["draft_step"] = g, spread
 
     def tile_phase(self) -> None:
         """The attention kernel's KV tile (``gpu.attention_tile``): the graph-replayed decode

@@ -415,8 +415,8 @@ class Harness:
         return {
             "extend": (per_extend_cell * len(self.ext_x) * len(self.ext_cols) + 2 * len(self.ext_x)
                        + per_extend_cell // 2 * len(self.split_layouts)),
-            # spec, decode and the draft step's (chain cycles with and without their steps)
-            "grid": (3 if self.W < 3 else 4) * len(self.bs) * len(self.contexts),
+            # spec, decode and the draft step (chain cycles with and without their steps, alternated)
+            "grid": 3 * len(self.bs) * len(self.contexts),
             "tile": 2 * len(self.tile_widths),
             "padding": 6 if len(self.contexts) >= 2 else 0,
             "eager": len(self.eager_bs) * len(self.contexts),

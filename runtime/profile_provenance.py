@@ -271,7 +271,8 @@ class Provenance:
                    + ", ".join(f"bs {b} +{_us(e)}" for b, e in zip(self.launch_bs, self.verify_excess, strict=True))),
             "gpu.decode": grid_text("decode", "one runtime.model.ModelRunner.decode(rows, graph=True)"),
             "gpu.draft_step": grid_text("draft_step", (
-                (f"(spec_cycle(rows, forced, graph=True, as_chain=True) - the same with draft_steps=False) / {W - 2}: "
+                (f"median over alternated calls of (spec_cycle(rows, forced, graph=True, as_chain=True) - the next "
+                 f"call, the same with draft_steps=False) / {W - 2}: "
                  f"what the {W - 2} serial one-token steps of the drafter {draft_preset(self.preset)} add to a chain "
                  f"cycle at window {W}, per step (the per-call work around a forward, which a cycle pays once, "
                  "cancels; a step called alone would charge it per step)" if W >= 3 else

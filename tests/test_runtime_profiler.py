@@ -676,14 +676,18 @@ def test_the_draft_step_grid_is_a_serial_step_inside_the_cycle(monkeypatch: pyte
     prepare = SpecCycle._prepare
 
     def slow_prepare(self, rows, width):
-        time.sleep(0.005)
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 0.005:  # a spin: a sleep overshoots by milliseconds on a loaded host
+            pass
         return prepare(self, rows, width)
 
     monkeypatch.setattr(SpecCycle, "_prepare", slow_prepare)
     p = profile_device(device="cpu", preset="tiny", spec_window=4, max_bs=2, contexts=[32, 96], extend_tokens=[8, 64],
-                       cuda_graph_max_bs=2, repeats=5, progress=False)
+                       cuda_graph_max_bs=2, repeats=9, progress=False)
     steps = np.array(p["gpu"]["draft_step"]["seconds"])
     verify = np.array(p["gpu"]["verify"]["seconds"])
     assert (verify > 0.005).all()  # the per-call work is in every cycle ...
-    assert (steps < 0.003).all(), steps  # ... and in no step
+    # ... and in no step (a step called alone: >= 5 ms at every point; the median over the
+    # points, since a loaded host can still throw one point's difference off)
+    assert np.median(steps) < 0.003, steps
     assert "draft_steps=False" in p["provenance"]["gpu.draft_step"]
