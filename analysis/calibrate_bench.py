@@ -1308,13 +1308,21 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
         ConfigError: the log and the server disagree on speculative decoding or on DP
             attention, or a decode line runs more requests than it holds KV tokens.
     """
-    from specsched.analysis.server_log import decode_dp_ranks, dp_attention_ranks, replica_ranks
+    from specsched.analysis.server_log import (
+        decode_dp_ranks,
+        dp_attention_ranks,
+        kv_tokens,
+        replica_ranks,
+    )
 
     decode = log[log["kind"] == "decode"]
-    bad = decode[decode["running_req"] > decode["token"]]
+    held = kv_tokens(decode)
+    bad = decode[decode["running_req"] > held]
     if len(bad):   # each running request holds at least one KV token: the line is damaged
+        i = bad.index[0]
+        name = "#token" if "token" not in bad or np.isfinite(bad.at[i, "token"]) else "#cpu token"
         raise ConfigError(f"{path}:{int(bad['line'].iloc[0])}", "#running-req", float(bad["running_req"].iloc[0]),
-                          f"more than the line's #token ({float(bad['token'].iloc[0]):g}): every running request "
+                          f"more than the line's {name} ({float(held[i]):g}): every running request "
                           "holds at least one KV token")
     most = decode["running_req"].max()
     n_dp = dp_attention_ranks(log)
@@ -1591,7 +1599,7 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
                 # nothing of the log enters the fit: said, and the profile is not named as fitted to it
                 why = ("it has no decode line: a prefill-decode prefill server's log" if not (log["kind"] == "decode").any()
                        else "each decode line had requests queued, followed a prefill line of its rank, or states no "
-                       "#token or gen throughput")
+                       "#token (#full token, HiSparse #cpu token) or gen throughput")
                 print(f"warning: {args.server_log}: no decode line times a pure decode step ({why}): the fit uses "
                       "the runs alone", file=sys.stderr)
                 samples = None

@@ -84,13 +84,20 @@ _NAMES = {
     "gen throughput (token/s)": "gen_throughput", "input throughput (token/s)": "input_throughput",
     "#pending-token": "pending_token", "#swa token": "swa_token", "swa token usage": "swa_token_usage",
     "cuda graph": "graph", "cpu graph": "graph", "npu graph": "graph", "musa graph": "graph",
-    "#replay-token": "replay_token", "mamba usage": "mamba_usage",
+    "#replay-token": "replay_token", "mamba usage": "mamba_usage", "mamba num": "mamba_num",
+    # HiSparse (pool_stats_observer.py ``get_decode_usage_msg_parts``): the device buffer
+    # (``#gpu token``, each request's top-k working set) and the host copy (``#cpu token``)
+    "#gpu token": "gpu_token", "gpu token usage": "gpu_token_usage",
+    "#cpu token": "cpu_token", "cpu token usage": "cpu_token_usage",
+    # speculative decoding's capped and block accept lengths (report_decode_stats)
+    "cap len": "cap_len", "block accept len": "block_accept_len",
     # prefill-decode disaggregation: the prefill server's bootstrap and in-flight (KV sending)
     # queues, the decode server's preallocation, transfer and retracted queues
     "#unbootstrapped-req": "bootstrap_req", "#bootstrap-req": "bootstrap_req",
     "#transferring-req": "inflight_req", "#inflight-req": "inflight_req",
     "#prealloc-req": "prealloc_req", "#transfer-req": "transfer_req", "#retracted-req": "retracted_req",
-    "pre-allocated usage": "prealloc_usage",
+    "pre-allocated usage": "prealloc_usage", "#optimistic-req": "optimistic_req",
+    "#host-receive-req": "host_receive_req",
 }
 _PREFILL_NAMES = {"#prealloc-req": "bootstrap_req"}
 """0.5.3-0.5.11's prefill line names its bootstrap queue ``#prealloc-req`` (0.4.6-0.5.2:
@@ -98,12 +105,38 @@ _PREFILL_NAMES = {"#prealloc-req": "bootstrap_req"}
 COLUMNS = ("line", "time", "rank", "kind", "new_seq", "new_token", "cached_token", "token_usage", "running_req",
            "queue_req", "token", "accept_len", "accept_rate", "graph", "gen_throughput", "input_throughput",
            "mixed", "pending_token", "replay_token", "swa_token", "swa_token_usage", "mamba_usage",
-           "bootstrap_req", "inflight_req", "prealloc_req", "transfer_req", "retracted_req", "prealloc_usage")
+           "bootstrap_req", "inflight_req", "prealloc_req", "transfer_req", "retracted_req", "prealloc_usage",
+           "optimistic_req", "host_receive_req", "mamba_num", "gpu_token", "gpu_token_usage", "cpu_token",
+           "cpu_token_usage", "cap_len", "block_accept_len")
 """Columns of :func:`parse_server_log`. ``graph`` is 1.0 when the line says the batch ran a
 (cuda/cpu/npu) graph, 0.0 when it ran eagerly, NaN when the version does not say.
 ``mixed`` is 1.0 for 0.3.0's mixed-chunk prefill line (``Prefill batch(mixed #running-req:
 N).``), whose running requests decoded in the same batch. The prefill-decode
-disaggregation columns are NaN on a colocated server."""
+disaggregation columns are NaN on a colocated server. ``gpu_token``/``cpu_token`` (and their
+usages) are a HiSparse server's device buffer and host copy (0.5.23
+``pool_stats_observer.py`` ``get_decode_usage_msg_parts``; such a line on a plain pool writes
+no ``#token``: :func:`kv_tokens`); ``mamba_num`` a hybrid-SSM pool's used states; ``cap_len``
+and ``block_accept_len`` speculative decoding's capped and block accept lengths;
+``optimistic_req`` a PD prefill server's optimistic bootstraps, ``host_receive_req`` a PD
+decode server's host-receive queue."""
+
+
+def kv_tokens(log: pd.DataFrame) -> pd.Series:
+    """The KV tokens the running requests hold, per line: ``#token`` (``#full token`` on a
+    hybrid pool), else a HiSparse server's ``#cpu token``. SGLang 0.5.23 with HiSparse on a
+    plain KV pool writes no ``#token`` (``get_decode_usage_msg_parts`` adds the plain part
+    only when no other pool part was written) but ``#gpu token`` and ``#cpu token``: the host
+    pool holds a copy of every token of each admitted request (hisparse_coordinator.py
+    ``admit_request_into_staging`` backs up the whole prompt, ``_eager_backup_previous_token``
+    each decoded token, ``request_finished`` frees them), so it counts the requests' full
+    contexts, while the device buffer holds at most ``device_buffer_size`` tokens a request
+    (``alloc_device_buffer``: the top-k working set, not the context). A request still being
+    staged to the host after its prefill is counted too (a prefill's worth at most). NaN
+    where a line says none of them."""
+    token = log["token"] if "token" in log else pd.Series(np.nan, index=log.index)
+    if "cpu_token" in log:
+        token = token.fillna(log["cpu_token"])
+    return token
 
 
 def parse_line(raw: str, line: int) -> dict[str, object] | None:
@@ -218,16 +251,17 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
 
 def decode_step_samples(log: pd.DataFrame) -> pd.DataFrame:
     """Decode lines that time pure decode steps: the previous line of the same rank was a decode line,
-    the queue is empty, throughput > 0, and the line states its KV tokens (``#token`` or
-    ``#full token``; 0.5.23's HiSparse pools write ``#gpu token``/``#cpu token`` instead, not
-    read). Columns ``running_req``, ``context`` (mean KV tokens
+    the queue is empty, throughput > 0, and the line states its KV tokens (:func:`kv_tokens`:
+    ``#token``, ``#full token``, or a HiSparse server's ``#cpu token``). Columns ``running_req``, ``context`` (mean KV tokens
     per request = #token / running), ``tokens_per_step`` (running x accept len, or running
     without speculative decoding), ``step_s`` (= tokens_per_step / gen throughput). In a
     speculative server's log a line without a positive accept length is left out."""
     rank = log["rank"] if "rank" in log else pd.Series("", index=log.index)
     prev_decode = log.groupby(rank, sort=False)["kind"].shift(1).eq("decode")
+    token = kv_tokens(log)
     d = log[(log["kind"] == "decode") & prev_decode & (log["queue_req"].fillna(0) == 0)
-            & (log["gen_throughput"] > 0) & (log["running_req"] > 0) & log["token"].notna()].copy()
+            & (log["gen_throughput"] > 0) & (log["running_req"] > 0) & token.notna()].copy()
+    d["token"] = token[d.index]
     if (log.loc[log["kind"] == "decode", "accept_len"] > 0).any():
         # a speculative server's log: a line without a positive accept length (NaN, 0.00: a
         # damaged line; 0.5.23's metrics_reporter divides accepted tokens by forwards) cannot

@@ -714,7 +714,9 @@ def test_decode_line_with_and_without_spec_fields_reads_the_same_otherwise():
     plain = parse_line(base.format(""), 1)
     spec = parse_line(base.format("accept len: 3.10, accept rate: 0.42, cap len: 6.00, block accept len: 3.30, "), 1)
     assert "accept_len" not in plain and spec["accept_len"] == 3.10 and spec["accept_rate"] == 0.42
-    assert {k: v for k, v in spec.items() if k not in ("accept_len", "accept_rate")} == plain
+    assert spec["cap_len"] == 6.00 and spec["block_accept_len"] == 3.30
+    spec_keys = ("accept_len", "accept_rate", "cap_len", "block_accept_len")
+    assert {k: v for k, v in spec.items() if k not in spec_keys} == plain
 
 
 def test_a_log_with_no_batch_lines_is_one_line_exit_2_nothing_written(tmp_path, capsys, monkeypatch):

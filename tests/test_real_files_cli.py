@@ -436,16 +436,25 @@ def test_the_fit_table_puts_long_run_names_on_their_own_line_in_a_narrow_termina
     assert f"\n{name}:1\n  median_ttft_ms" in out, out
 
 
-def test_a_decode_line_without_a_kv_token_count_is_no_step_sample():
-    """0.5.23 ``pool_stats_observer.get_decode_usage_msg_parts`` with HiSparse writes ``#gpu
-    token``/``#cpu token`` and no ``#token``: such a line has no context to price a step at,
-    so it is not a pure-decode sample (it used to become one with a NaN context)."""
+def test_a_hisparse_decode_line_is_a_step_sample_at_its_host_tokens():
+    """0.5.23 ``pool_stats_observer.get_decode_usage_msg_parts`` with HiSparse on a plain pool
+    writes ``#gpu token``/``#cpu token`` and no ``#token``. The host pool holds every token of
+    each admitted request (hisparse_coordinator.py), so ``#cpu token`` / running is the
+    context; the device buffer (``#gpu token``) is only the top-k working set. Such lines gave
+    no pure-decode sample (calibrate --server-log fitted nothing from a HiSparse log); a line
+    with no KV count at all still gives none."""
     from specsched.analysis.server_log import COLUMNS, decode_step_samples, parse_line
 
     line = ("[2026-03-02 08:01:0{} TP0] Decode batch, #running-req: 8, #gpu token: 9000, gpu token usage: 0.02, "
             "#cpu token: 30000, cpu token usage: 0.10, cuda graph: True, gen throughput (token/s): 800.00, #queue-req: 0")
     log = pd.DataFrame([parse_line(line.format(i), i) for i in (1, 2)]).reindex(columns=list(COLUMNS))
-    assert log["running_req"].tolist() == [8, 8] and log["token"].isna().all() and decode_step_samples(log).empty
+    assert log["running_req"].tolist() == [8, 8] and log["token"].isna().all()
+    assert log["gpu_token"].tolist() == [9000, 9000] and log["cpu_token"].tolist() == [30000, 30000]
+    d = decode_step_samples(log)
+    assert d["line"].tolist() == [2] and d["context"].tolist() == [30000 / 8] and d["step_s"].tolist() == [8 / 800]
+    bare = line.replace("#gpu token: 9000, gpu token usage: 0.02, #cpu token: 30000, cpu token usage: 0.10, ", "")
+    log = pd.DataFrame([parse_line(bare.format(i), i) for i in (1, 2)]).reindex(columns=list(COLUMNS))
+    assert decode_step_samples(log).empty
 
 
 def test_a_log_running_more_requests_than_the_server_is_refused(tmp_path, capsys, monkeypatch):

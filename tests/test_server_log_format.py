@@ -52,14 +52,18 @@ def pools(draw, decode: bool):
         if decode:
             parts.append(f"mamba num: {draw(COUNT)}")
         parts.append(f"mamba usage: {draw(SHARE):.2f}")
+    extra = {"gpu_token": math.nan, "cpu_token": math.nan, "mamba_num": math.nan}
     if hisparse:
-        parts += [f"#gpu token: {draw(COUNT)}", f"gpu token usage: {draw(SHARE):.2f}",
-                  f"#cpu token: {draw(COUNT)}", f"cpu token usage: {draw(SHARE):.2f}"]
+        extra["gpu_token"], extra["cpu_token"] = draw(COUNT), draw(COUNT)
+        parts += [f"#gpu token: {extra['gpu_token']}", f"gpu token usage: {draw(SHARE):.2f}",
+                  f"#cpu token: {extra['cpu_token']}", f"cpu token usage: {draw(SHARE):.2f}"]
+    if ssm and decode:
+        extra["mamba_num"] = int(next(p for p in parts if p.startswith("mamba num:")).split(": ")[1])
     if not parts:
         parts.append(f"#token: {full}, token usage: {use:.2f}" if decode else f"token usage: {use:.2f}")
     named = swa or ssm or not hisparse   # a line with only HiSparse pools names no full-pool count
     token = float(full) if decode and named else math.nan
-    return ", ".join(parts) + ", ", token, use if named else math.nan
+    return ", ".join(parts) + ", ", token, use if named else math.nan, extra
 
 
 @st.composite
@@ -67,15 +71,17 @@ def prefill_line(draw):
     head, _, ranks = draw(prefix())
     it = f" [{draw(st.integers(0, 10**7))}]" if draw(st.booleans()) else ""
     new_seq, new_tok, cached, run, queue, pending = (draw(COUNT) for _ in range(6))
-    usage, _, use = draw(pools(decode=False))
+    usage, _, use, _ = draw(pools(decode=False))
     msg = (f"Prefill batch{it}, #new-seq: {new_seq}, #new-token: {new_tok}, #cached-token: {cached}, {usage}"
            f"#running-req: {run}, #queue-req: {queue}, #pending-token: {pending}, ")
     replay = draw(st.integers(1, 10**5)) if draw(st.booleans()) else None
     if replay:
         msg += f"#replay-token: {replay}, "
     pd = draw(st.booleans())
+    boot = infl = opt = 0
     if pd:
-        msg += f"#bootstrap-req: {draw(COUNT)}, #inflight-req: {draw(COUNT)}, #optimistic-req: {draw(COUNT)}, "
+        boot, infl, opt = draw(COUNT), draw(COUNT), draw(COUNT)
+        msg += f"#bootstrap-req: {boot}, #inflight-req: {infl}, #optimistic-req: {opt}, "
     if draw(st.booleans()):
         msg += f"waiting-image-req: {draw(COUNT)}, "
     graph = draw(st.booleans())
@@ -88,7 +94,9 @@ def prefill_line(draw):
         msg += f", fwd occupancy: {draw(SHARE) * 100:.2f}%, fwd+idle occupancy: {draw(SHARE) * 100:.2f}%"
     want = {"kind": "prefill", "rank": ranks, "new_seq": new_seq, "new_token": new_tok, "cached_token": cached,
             "token_usage": use, "running_req": run, "queue_req": queue, "pending_token": pending,
-            "replay_token": replay if replay else math.nan, "graph": float(graph), "input_throughput": tput}
+            "replay_token": replay if replay else math.nan, "graph": float(graph), "input_throughput": tput,
+            "bootstrap_req": boot if pd else math.nan, "inflight_req": infl if pd else math.nan,
+            "optimistic_req": opt if pd else math.nan}
     return head + msg, want
 
 
@@ -97,24 +105,29 @@ def decode_line(draw):
     head, _, ranks = draw(prefix())
     it = f" [{draw(st.integers(0, 10**7))}]" if draw(st.booleans()) else ""
     run = draw(COUNT)
-    usage, token, use = draw(pools(decode=True))
+    usage, token, use, extra = draw(pools(decode=True))
     msg = f"Decode batch{it}, #running-req: {run}, {usage}"
-    acc = rate = math.nan
+    acc = rate = cap = block = math.nan
+    two = st.floats(1, 16).map(lambda x: round(x, 2))
     if draw(st.booleans()):   # speculative decoding
-        acc, rate = draw(st.floats(1, 16).map(lambda x: round(x, 2))), draw(SHARE)
+        acc, rate = draw(two), draw(SHARE)
         msg += f"accept len: {acc:.2f}, accept rate: {rate:.2f}, "
         if draw(st.booleans()):
-            msg += f"cap len: {draw(st.floats(1, 16)):.2f}, "
+            cap = draw(two)
+            msg += f"cap len: {cap:.2f}, "
         if draw(st.booleans()):
-            msg += f"block accept len: {draw(st.floats(1, 16)):.2f}, "
+            block = draw(two)
+            msg += f"block accept len: {block:.2f}, "
         if draw(st.booleans()):   # DSpark's estimate (dspark_block_accept_estimator.py estimate_log_suffix)
             msg += f"est uncap acc len: {draw(st.floats(1, 16)):.2f} [{draw(st.floats(1, 8)):.2f}, {draw(st.floats(8, 16)):.2f}], "
     pd = draw(st.booleans())
     pre = (draw(SHARE), draw(COUNT), draw(COUNT), draw(COUNT))
     if pd:
         msg += f"pre-allocated usage: {pre[0]:.2f}, #prealloc-req: {pre[1]}, #transfer-req: {pre[2]}, "
+        host = math.nan
         if draw(st.booleans()):
-            msg += f"#host-receive-req: {draw(COUNT)}, "
+            host = draw(COUNT)
+            msg += f"#host-receive-req: {host}, "
         msg += f"#retracted-req: {pre[3]}, "
     graph, gen, queue = draw(st.booleans()), draw(RATE), draw(COUNT)
     msg += f"cuda graph: {graph}, gen throughput (token/s): {gen:.2f}, #queue-req: {queue}"
@@ -124,7 +137,8 @@ def decode_line(draw):
     want = {"kind": "decode", "rank": ranks, "running_req": run, "token": token, "token_usage": use,
             "accept_len": acc, "accept_rate": rate, "graph": float(graph), "gen_throughput": gen, "queue_req": queue,
             "prealloc_usage": pre[0] if pd else math.nan, "prealloc_req": pre[1] if pd else math.nan,
-            "transfer_req": pre[2] if pd else math.nan, "retracted_req": pre[3] if pd else math.nan}
+            "transfer_req": pre[2] if pd else math.nan, "retracted_req": pre[3] if pd else math.nan,
+            "host_receive_req": host if pd else math.nan, "cap_len": cap, "block_accept_len": block, **extra}
     return head + msg, want
 
 
