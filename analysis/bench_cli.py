@@ -168,6 +168,89 @@ def load_run_or_bench(item: str) -> Any:
     return to_run_data(read_bench_one(item))
 
 
+SWEEP_KEYS = (("request_rate", "rate {}/s"), ("max_concurrency", "concurrency {}"), ("tag", "{}"),
+              ("dataset_name", "{}"), ("random_input_len", "input {}"), ("random_output_len", "output {}"))
+"""(argument, label format) of what tells the runs of one bench_serving file apart in
+``plot``'s legend: SGLang's and vLLM's sweeps append one line per run to one ``--output-file``
+(a rate sweep: ``for r in 1 2 4 8; do ... --request-rate $r; done``), each line writing its
+``request_rate`` and ``max_concurrency`` (0.5.23 ``benchmark/serving.py`` ``benchmark()``),
+the dataset and its random lengths, and, set by hand, its ``--tag``."""
+
+
+def _sweep_value(v: Any) -> str:
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return "inf" if isinstance(v, float) and math.isinf(v) else str(v)
+
+
+def _sweep_part(r: Any, key: str, fmt: str) -> str | None:
+    """One run's label part for ``key``, or None where it says nothing (no tag; random
+    lengths of a dataset other than random, which bench_serving writes but does not use)."""
+    v = r.extra.get("tag") if key == "tag" else r.args.get(key)
+    if key.startswith("random_") and not str(r.args.get("dataset_name") or "").startswith("random"):
+        return None
+    if v is None:
+        return "no concurrency cap" if key == "max_concurrency" else None
+    return fmt.format(_sweep_value(v))
+
+
+def sweep_labels(runs: list[Any]) -> list[str]:
+    """One legend label per run of a bench_serving file (:class:`sim.bench_serving.BenchRun`):
+    ``line N`` (FILE:LINE names the run), then each argument of :data:`SWEEP_KEYS` whose
+    value differs between the runs (``line 3: rate 4/s``; none for repeats of one
+    command)."""
+    def differs(k: str, fmt: str) -> bool:
+        parts = {_sweep_part(r, k, fmt) for r in runs}
+        if k.startswith("random_"):   # among the random runs only: another dataset's None says nothing
+            parts.discard(None)
+        return len(parts) > 1
+    differ = [(k, fmt) for k, fmt in SWEEP_KEYS if differs(k, fmt)]
+    out = []
+    for r in runs:
+        parts = [p for k, fmt in differ if (p := _sweep_part(r, k, fmt)) is not None]
+        out.append(f"line {r.source.rsplit(':', 1)[1]}" + (f": {', '.join(parts)}" if parts else ""))
+    return out
+
+
+def load_plot_inputs(item: str) -> list[Any]:
+    """What ``plot`` draws of one input: a results directory or a bench_serving ``FILE:LINE``
+    (one run, :func:`load_run_or_bench`), or every run of a bench_serving ``FILE`` that holds
+    several (a sweep appended run by run), each labelled by :func:`sweep_labels` so that they
+    are overlaid one colour each (a file of several runs was refused: "name one as
+    FILE:LINE"). A last line cut short is left out with a ``warning:`` line, as ``calibrate
+    --from FILE`` leaves it out.
+
+    Raises:
+        ConfigError: as :func:`load_run_or_bench`, or runs joined on one line (no FILE:LINE
+            names one of them).
+    """
+    from specsched.sim.bench_serving import (
+        joined_runs,
+        read_bench,
+        split_spec,
+        to_run_data,
+        warn_notes,
+    )
+
+    path, line = split_spec(item)
+    if Path(item).is_dir() or line is not None or not path.exists():
+        return [load_run_or_bench(item)]
+    left_out: list[str] = []
+    runs = read_bench(path, left_out=left_out)
+    at = [r.source.rsplit(":", 1)[1] for r in runs]
+    shared = next((x for x in at if at.count(x) > 1), None)
+    if len(runs) > 1 and shared is not None:
+        raise joined_runs(path, int(shared), at.count(shared))
+    warn_notes([*left_out, *(note for r in runs for note in r.notes)])
+    if len(runs) == 1:
+        return [to_run_data(runs[0])]
+    out = [to_run_data(r, label=lab) for r, lab in zip(runs, sweep_labels(runs), strict=True)]
+    if len({d.summary["scenario"] for d in out}) > 1:   # tags differ: the label says each; one title
+        for d in out:
+            d.summary["scenario"] = path.name
+    return out
+
+
 # ---------------------------------------------------------------- scenario from-bench
 
 def warn_mismatches(assumptions: list[str]) -> None:

@@ -187,9 +187,12 @@ def cmd_plot(args: argparse.Namespace) -> int:
     (``sweep_<name>`` in ``--out``, default ``./plots/``, where the plot of several runs
     goes too; the default ``sweep-<scenario>.parquet`` gives ``sweep-<scenario>``).
 
-    Writes ``ttft`` and ``tpot_itl`` (of the inputs with per-request details: a bench_serving
-    file without them is said in one line and left out of them; the ITL one gap per streamed
-    chunk for every run when a measured file's client recorded it so), ``verify_split``
+    Writes ``ttft`` and ``tpot_itl`` (the distributions of the inputs with per-request
+    details; a bench_serving line without them, said in one line, is drawn by its stated
+    median/p90/p95/p99 as crosses, alone when nothing else is drawn; the ITL one gap per
+    streamed chunk for every run when a measured file's client recorded it so; a
+    bench_serving FILE of several runs, a sweep, gives every run, one colour each:
+    ``analysis.bench_cli.load_plot_inputs``), ``verify_split``
     (when the runs have verify/decode cycles)
     and one ``timeline_<arm>_seed<seed>`` per run into ``--out`` (default
     ``<RESULTS_DIR>/plots`` for one directory (``plots/<FILE>`` for one bench_serving file); for several, a folder of ``./plots`` named
@@ -199,7 +202,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     """
     from rich.console import Console
     from specsched.analysis import plots
-    from specsched.analysis.bench_cli import load_run_or_bench  # a bench_serving FILE[:LINE] too
+    from specsched.analysis.bench_cli import load_plot_inputs  # a bench_serving FILE[:LINE] too
     from specsched.analysis.io import run_label
     from tqdm import tqdm
 
@@ -218,23 +221,34 @@ def cmd_plot(args: argparse.Namespace) -> int:
                disable=not show_progress(args))
     runs, detailed, summary_only, summary_names = [], [], [], []
     for d in args.results_dirs:
-        runs.append(load_run_or_bench(d))
-        if runs[-1].requests.empty:
-            # its summary alone (a line without details, or the measured run validate wrote of
-            # one): no distribution to draw (drawn, its curves were empty, "n=0"); its stated
-            # percentiles are crosses beside the other inputs' distributions
-            summary_only.append(runs[-1])
-            summary_names.append(d)
-        else:
-            detailed.append(runs[-1])
+        got = load_plot_inputs(d)
+        if len(got) > 1:   # a bench_serving file of several runs (a sweep): all of them, one colour each
+            print(f"note: {d} holds {len(got)} runs: all drawn, one colour each, labelled by their line and what "
+                  "differs between them (FILE:LINE draws one)", file=sys.stderr)
+        for r in got:
+            runs.append(r)
+            if r.requests.empty:
+                # its summary alone (a line without details, or the measured run validate wrote of
+                # one): no distribution to draw (drawn, its curves were empty, "n=0"); its stated
+                # percentiles are crosses beside the other inputs' distributions
+                summary_only.append(r)
+                if len(got) == 1:
+                    summary_names.append(d)
+                elif r is next(x for x in got if x.requests.empty):   # one line for the file's runs
+                    n = sum(x.requests.empty for x in got)
+                    summary_names.append(f"{d} ({n} of its {len(got)} runs)" if n < len(got) else d)
+            else:
+                detailed.append(r)
         bar.update(1)
-    for d in summary_names:
+    marked = {m: plots.summary_marks(summary_only, m) if summary_only else {} for m in ("ttft", "tpot", "itl")}
+    for d in summary_names:   # one line an input (a sweep file's runs without details together)
         print(f"note: {d} has no per-request details (SGLang --output-details, vLLM --save-detailed): "
-              + ("its median, p90, p95 and p99 TTFT, TPOT and ITL are drawn as crosses beside the other inputs' "
-                 "distributions" if detailed else "its TTFT, TPOT and ITL curves are skipped"), file=sys.stderr)
-    if not detailed and all(r.steps.empty and r.timeseries.empty for r in runs):
+              + ("its stated median, p90, p95 and p99 TTFT, TPOT and ITL are drawn as crosses"
+                 + (" beside the other inputs' distributions" if detailed else "")
+                 if any(marked.values()) else "it states no TTFT, TPOT or ITL percentile to draw"), file=sys.stderr)
+    if not detailed and not any(marked.values()) and all(r.steps.empty and r.timeseries.empty for r in runs):
         raise ConfigError(_CLI, "RESULTS_DIR", args.results_dirs[0], "nothing to draw: no input has per-request "
-                          "details or a timeline")
+                          "details, stated TTFT/TPOT/ITL percentiles or a timeline")
     out = Path(args.out) if args.out else default_plot_dir(args.results_dirs)
     console = Console(stderr=True, soft_wrap=True)
     written: list[Path] = []
@@ -245,8 +259,9 @@ def cmd_plot(args: argparse.Namespace) -> int:
         plots.plt.close(fig)
         bar.update(1)
 
-    if detailed:
+    if detailed or marked["ttft"]:
         save(plots.plot_ttft(detailed, log_x=args.log_x, marks=summary_only), "ttft")
+    if detailed or marked["tpot"] or marked["itl"]:
         # ITL per chunk for every run when a measured file's client recorded it so (like with like)
         save(plots.plot_tpot_itl(detailed, log_x=args.log_x, marks=summary_only), "tpot_itl")
     try:

@@ -232,12 +232,26 @@ def summary_marks(runs: Any, metric: str) -> dict[str, dict[float, float]]:
     return out
 
 
+def _marks_alone(runs: Any, marks: Any) -> bool:
+    """No run to draw a distribution of (``runs`` None or an empty sequence) but ``marks``:
+    the figure holds the marked runs' stated percentiles alone (a bench_serving line without
+    per-request details plotted by itself).
+
+    Raises:
+        ValueError: neither runs nor marks.
+    """
+    empty = runs is None or (isinstance(runs, (list, tuple)) and not runs)
+    if empty and not marks:
+        raise ValueError("no runs to plot")
+    return empty
+
+
 def plot_ttft(runs: Any, log_x: bool = False, bins: int = 50, marks: Any = None) -> Figure:
     """TTFT per arm: cumulative distribution (left) and histogram (right) on one figure.
 
     Args:
         runs: runs (see :func:`group_runs`) or a requests DataFrame (``ttft_s`` column,
-            optional ``arm`` column).
+            optional ``arm`` column); none (an empty list) with ``marks``: the crosses alone.
         log_x: logarithmic x axis (and log-spaced bins); non-positive TTFTs are dropped.
         bins: histogram bins (shared by all arms).
         marks: runs known only by their summary statistics (bench_serving lines without
@@ -248,14 +262,16 @@ def plot_ttft(runs: Any, log_x: bool = False, bins: int = 50, marks: Any = None)
         The figure. p50/p90/p99 of each arm are marked (dotted/dashed/dash-dot lines in the
         arm's colour) and written in the legend. Unit: ms if every TTFT is under 2 s, else s.
     """
-    reqs = _requests_by_label(runs)
+    alone = _marks_alone(runs, marks)
+    reqs = {} if alone else _requests_by_label(runs)
     samples = {k: v["ttft_s"].to_numpy(float) for k, v in reqs.items()}
     marked = summary_marks(marks, "ttft") if marks else {}
     unit, scale = _time_unit(list(samples.values()) + [np.array(list(m.values())) for m in marked.values()])
     fig, (a, b) = plt.subplots(1, 2, figsize=(13, 5), layout="constrained")
-    counts = {k: len(v) for k, v in group_runs(runs).items()} if not isinstance(runs, pd.DataFrame) else None
+    frame = isinstance(runs, pd.DataFrame)
+    counts = {k: len(v) for k, v in group_runs(runs).items()} if not (frame or alone) else None
     _distribution_panels(a, b, samples, "TTFT", unit, scale, log_x, bins, counts, marked)
-    title = _scenario_title(group_runs(runs)) if not isinstance(runs, pd.DataFrame) else ""
+    title = "" if frame else _scenario_title(group_runs(marks if alone else runs))
     fig.suptitle(f"Time to first token by arm{title}")
     return fig
 
@@ -278,7 +294,8 @@ def plot_tpot_itl(runs: Any, log_x: bool = False, bins: int = 50, per_chunk: boo
     accepted block, and its gap the cycle, accept length times the split one).
 
     Args:
-        runs: runs (see :func:`group_runs`); they need ``requests`` and ``chunks``.
+        runs: runs (see :func:`group_runs`); they need ``requests`` and ``chunks``. None (an
+            empty list) with ``marks``: the crosses alone.
         log_x: logarithmic x axes for TPOT (ITL is always on a log axis).
         bins: histogram bins.
         per_chunk: ITL per chunk for every run; None = when a measured run among ``runs``
@@ -291,9 +308,10 @@ def plot_tpot_itl(runs: Any, log_x: bool = False, bins: int = 50, per_chunk: boo
         The figure, in ms. Percentiles of several runs of one arm are of the pooled
         samples (as in the compare table).
     """
-    groups = group_runs(runs)
+    alone = _marks_alone(runs, marks)
+    groups = {} if alone else group_runs(runs)
     if per_chunk is None:
-        per_chunk = per_chunk_itl(groups) or bool(marks and per_chunk_itl(marks))
+        per_chunk = (not alone and per_chunk_itl(groups)) or bool(marks and per_chunk_itl(marks))
     tpot = {k: pd.concat([r.requests for r in v])["tpot_s"].to_numpy(float) for k, v in groups.items()}
     itl = {k: np.concatenate([itl_values(r.chunks, per_chunk=per_chunk) for r in v]) for k, v in groups.items()}
     fig, axes = plt.subplots(2, 2, figsize=(13, 9), layout="constrained")
@@ -306,7 +324,8 @@ def plot_tpot_itl(runs: Any, log_x: bool = False, bins: int = 50, per_chunk: boo
                          bins, counts, summary_marks(marks, "itl") if marks else None)
     what = "inter-token latency (one gap per streamed chunk, as the measured client records it)" if per_chunk \
         else "inter-token latency (per token)"
-    fig.suptitle(f"Time per output token (per request) and {what} by arm{_scenario_title(groups)}")
+    fig.suptitle(f"Time per output token (per request) and {what} by arm"
+                 f"{_scenario_title(group_runs(marks) if alone else groups)}")
     return fig
 
 

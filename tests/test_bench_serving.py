@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -388,7 +389,9 @@ def test_plot_draws_the_percentiles_of_a_file_without_details_as_crosses(tmp_pat
     --output-details) has no distribution: ``plot`` drew empty curves for it, then left it
     out of the TTFT/TPOT/ITL figures, so ``plot RESULTS runs.jsonl:3`` showed the prediction
     alone. Its stated median, p90, p95 and p99 are now crosses beside the other inputs'
-    distributions, said in one line; with nothing else to draw, one line and exit 2."""
+    distributions, said in one line. Alone (nothing else to draw) the line's crosses are the
+    figure (it was "nothing to draw", exit 2); a line stating no TTFT/TPOT/ITL percentile
+    still is."""
     from specsched.analysis import plots
     from specsched.analysis.bench_cli import load_run_or_bench
 
@@ -410,9 +413,41 @@ def test_plot_draws_the_percentiles_of_a_file_without_details_as_crosses(tmp_pat
     assert list(crosses[0].get_xdata()) == pytest.approx([want[q] * unit for q in sorted(want)])
     assert list(crosses[0].get_ydata()) == pytest.approx([q / 100 for q in sorted(want)])
     plots.plt.close(fig)
-    assert main(["plot", "bare.jsonl", "--out", "q"]) == 2
+    assert main(["plot", "bare.jsonl", "--out", "q"]) == 0
+    err = [x for x in capsys.readouterr().err.splitlines() if "bare.jsonl" in x]
+    assert len(err) == 1 and "crosses" in err[0] and "beside" not in err[0], err
+    # 0.3.x states a median TTFT only: a TTFT figure of its cross, no TPOT/ITL figure
+    assert sorted(p.name for p in (tmp_path / "q").iterdir()) == ["ttft.png", "ttft.svg"]
+    fig = plots.plot_ttft([], marks=[bare])
+    crosses = [ln for ln in fig.axes[0].lines if ln.get_marker() == "X"]
+    assert len(crosses) == 1 and list(crosses[0].get_ydata()) == [0.5] and not fig.axes[1].patches
+    plots.plt.close(fig)
+    _jsonl(tmp_path, {k: v for k, v in SGLANG_03.items() if not k.endswith("_ms")}, name="none.jsonl")
+    assert main(["plot", "none.jsonl", "--out", "r"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert "nothing to draw" in err[-1] and not (tmp_path / "q").exists()
+    assert "nothing to draw" in err[-1] and not (tmp_path / "r").exists()
+
+
+def test_plot_of_a_line_without_details_draws_its_ttft_tpot_and_itl_percentiles_alone(tmp_path, capsys, monkeypatch):
+    """SGLang 0.5.23's line without --output-details states median/p90/p95/p99 of TTFT, TPOT
+    and ITL: ``plot F:L`` of it alone said "nothing to draw"; both figures now hold its
+    crosses, one per latency panel."""
+    from specsched.analysis import plots
+    from specsched.analysis.bench_cli import load_run_or_bench
+
+    monkeypatch.chdir(tmp_path)
+    f = Path(__file__).parent / "data" / "bench" / "sglang-0.5.23.jsonl"
+    assert main(["plot", f"{f}:1", "--out", "p"]) == 0
+    capsys.readouterr()
+    assert {p.name for p in (tmp_path / "p").iterdir()} >= {"ttft.png", "tpot_itl.png"}
+    run = load_run_or_bench(f"{f}:1")
+    assert run.requests.empty
+    fig = plots.plot_tpot_itl([], marks=[run])
+    for ax, metric in ((fig.axes[0], "tpot"), (fig.axes[2], "itl")):
+        (x,) = [ln for ln in ax.lines if ln.get_marker() == "X"]
+        assert list(x.get_xdata()) == pytest.approx([run.summary[f"{k}_{metric}_ms"]
+                                                     for k in ("median", "p90", "p95", "p99")])
+    plots.plt.close(fig)
 
 
 def test_a_stream_ended_before_its_first_token_is_a_request_row_without_a_token(tmp_path):
@@ -607,3 +642,37 @@ def test_plot_of_the_measured_folder_of_a_line_without_details_draws_crosses_not
     assert len(err) == 1 and "crosses" in err[0]
     assert seen == [(1, 1)]
     assert load_run_or_bench("measured").requests.empty
+
+
+def test_plot_of_a_sweep_file_overlays_every_run_labelled_by_its_rate(tmp_path, capsys, monkeypatch):
+    """A rate sweep appends one line per run to one --output-file (``for r in 1 2 4; do
+    bench_serving --request-rate $r --output-file sweep.jsonl``). ``plot sweep.jsonl`` was
+    refused ("the file has 3 runs: name one as FILE:LINE"); every run is now drawn, one
+    colour each, labelled by its line and what differs (the rate), and runs without details
+    by their stated percentiles."""
+    from specsched.analysis import plots
+    from specsched.analysis.bench_cli import load_plot_inputs
+
+    monkeypatch.chdir(tmp_path)
+    bare = {k: v for k, v in SGLANG_0523.items()
+            if k not in ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")}
+    _jsonl(tmp_path, SGLANG_0523 | {"request_rate": 1.0}, SGLANG_0523 | {"request_rate": 4.0},
+           bare | {"request_rate": float("inf")}, name="sweep.jsonl")
+    runs = load_plot_inputs("sweep.jsonl")
+    assert [r.summary["arm"] for r in runs] == ["line 1: rate 1/s", "line 2: rate 4/s", "line 3: rate inf/s"]
+    assert [r.requests.empty for r in runs] == [False, False, True]
+    seen = []
+    monkeypatch.setattr(plots, "plot_ttft", lambda runs, log_x=False, marks=None, _f=plots.plot_ttft:
+                        seen.append(_f(runs, log_x=log_x, marks=marks)) or seen[-1])
+    assert main(["plot", "sweep.jsonl", "--out", "p"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("holds 3 runs") == 1 and err.count("1 of its 3 runs") == 1, err
+    legend = [t.get_text() for t in seen[0].axes[0].get_legend().get_texts()]
+    assert [x.split(" (")[0] for x in legend] == ["line 1: rate 1/s", "line 2: rate 4/s", "line 3: rate inf/s"]
+    assert (tmp_path / "p" / "ttft.png").exists() and (tmp_path / "p" / "tpot_itl.png").exists()
+    assert len(load_plot_inputs("sweep.jsonl:2")) == 1
+    # a concurrency sweep: the cap, or none; lengths a dataset does not use are not labels
+    _jsonl(tmp_path, SGLANG_0523 | {"max_concurrency": 8}, bare | {"max_concurrency": None},
+           bare | {"dataset_name": "sharegpt", "max_concurrency": 8}, name="conc.jsonl")
+    assert [r.summary["arm"] for r in load_plot_inputs("conc.jsonl")] == [
+        "line 1: concurrency 8, random", "line 2: no concurrency cap, random", "line 3: concurrency 8, sharegpt"]
