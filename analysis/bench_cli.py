@@ -382,16 +382,23 @@ def agentic_args(args: argparse.Namespace) -> dict[str, Any]:
     """The agentic-trace options of from-bench / validate-bench as scenario_from_bench's keywords."""
     return {"dataset_path": getattr(args, "dataset_path", None), "dataset_offset": getattr(args, "dataset_offset", None),
             "agentic_max_turns": getattr(args, "agentic_max_turns", None),
-            "num_conversations": getattr(args, "num_prompts", None)}
+            "num_conversations": getattr(args, "num_prompts", None),
+            "mooncake_num_rounds": getattr(args, "mooncake_num_rounds", None),
+            "mooncake_slowdown_factor": getattr(args, "mooncake_slowdown_factor", None)}
 
 
 def add_agentic_options(p: Any) -> None:
     p.add_argument("--dataset-path", metavar="TRACE.json",
-                   help="agentic-trace lines: the trace file the run replayed (bench_serving writes no path)")
+                   help="agentic-trace and mooncake lines: the trace file the run replayed (bench_serving writes no path)")
     p.add_argument("--dataset-offset", type=int, help="agentic-trace lines: bench_serving's --dataset-offset (default 0)")
     p.add_argument("--agentic-max-turns", type=positive_int, help="agentic-trace lines: bench_serving's --agentic-max-turns")
     p.add_argument("--num-prompts", type=positive_int, help="agentic-trace lines: conversations (bench_serving's "
-                   "--num-prompts; default: the count whose turns add up to the line's requests)")
+                   "--num-prompts; default: the count whose turns add up to the line's requests); mooncake lines: "
+                   "trace rows (default: the line's requests / --mooncake-num-rounds)")
+    p.add_argument("--mooncake-num-rounds", type=positive_int,
+                   help="mooncake lines: bench_serving's --mooncake-num-rounds (default 1; the line does not write it)")
+    p.add_argument("--mooncake-slowdown-factor", type=float,
+                   help="mooncake lines: bench_serving's --mooncake-slowdown-factor (default 1.0; the line does not write it)")
 
 
 # ---------------------------------------------------------------- validate-bench

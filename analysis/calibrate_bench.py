@@ -1453,7 +1453,8 @@ def fit_runs(specs: list[str], arrivals: str = "auto") -> list[Any]:
     (SGLang's ``request_rate: "trace"``, ``mooncake`` and multi-turn lines, which hold neither
     the trace nor their send times: :func:`analysis.from_bench.replay_refusal`; a results file
     that held one among rate runs was refused whole, with advice to write a trace workload, which
-    a fit cannot take). A file with no run left is still refused. A run read
+    a fit cannot take; a ``mooncake`` line named by FILE:LINE, or a file of only such lines, is
+    built from ``--dataset-path`` as ``scenario from-bench`` builds it). A file with no run left is still refused. A run read
     twice (equal arguments and figures: one file compressed two ways, a line named and its
     file given whole) is fitted once, with a ``warning:`` line.
 

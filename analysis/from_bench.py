@@ -16,8 +16,7 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
   be rebuilt from SGLang's line (write a ``trace`` workload for the trace file instead; a line
   that holds its send times, ``start_times``, as specsched's own trace runs write, replays them), nor can
   vLLM's ``--ramp-up-strategy`` runs (the rate changes during the run), nor SGLang's
-  ``mooncake`` replays (sent at the trace's timestamps whatever ``request_rate`` says:
-  :data:`MOONCAKE_DATASET`) and multi-turn replays other than ``agentic-trace``
+  multi-turn replays other than ``agentic-trace``
   (``generated-shared-prefix --gsp-num-turns N``: the line has no turn count;
   :func:`sim.bench_serving.multi_turn_replay`).
 - requests: ``num_prompts`` (vLLM), else the details' count, else ``completed``; when fewer
@@ -65,6 +64,12 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
   details' count, else ``completed``), and the line is refused when no count does
   (:func:`_agentic_workload`). A finite request rate starts the conversations at that rate
   (``workload.request_rate``: exponential gaps, as ``get_request`` yields the multi-turn rows).
+- ``mooncake`` (SGLang 0.5.23 benchmark/datasets/mooncake.py; sent at the trace's timestamps
+  whatever ``request_rate`` says: :data:`MOONCAKE_DATASET`): a ``trace`` workload of the trace
+  file's rows (``--dataset-path``; the line names no file), their rounds
+  (``--mooncake-num-rounds``) and slowdown (``--mooncake-slowdown-factor``), prompts of the
+  line's own lengths or its input total, and ``hash_ids`` as shared prompt blocks
+  (:func:`_mooncake_workload`).
 - ``--arrivals details``: the run's own arrivals (vLLM's ``start_times`` less ``queue_times``)
   and lengths as a ``trace`` workload written beside the YAML, so the prediction sees the
   arrivals the server saw instead of another draw at the same rate.
@@ -110,7 +115,8 @@ with backend ``sglang`` the rows go through ``get_mooncake_request_over_time``
 ``--mooncake-slowdown-factor``, ignoring ``--request-rate``, and sends its
 ``--mooncake-num-rounds`` rounds together, each prompt built from the row's ``hash_ids``
 (``"{id}" + 128 x "hi"`` per id) rather than its ``input_length``; the line writes
-``request_rate`` as given, ``Infinity`` by default). Refused by :func:`scenario_from_bench`."""
+``request_rate`` as given, ``Infinity`` by default). :func:`scenario_from_bench` rebuilds it from
+the trace file (:func:`_mooncake_workload`); it was built as a burst, then refused."""
 SHARED_PREFIX_DATASETS = (GSP_DATASET, "prefix_repetition")
 """Datasets whose prompts share prefixes by construction: SGLang bench_serving's
 ``generated-shared-prefix`` (benchmark/datasets/generated_shared_prefix.py, ``gsp_*``
@@ -375,21 +381,23 @@ def replay_refusal(run: BenchRun) -> ConfigError | None:
     """Why ``run`` cannot be rebuilt at its rate from its line (the line names a replay whose
     trace or conversations bench_serving does not write into it), or None: SGLang's
     ``request_rate: "trace"`` (``--use-trace-timestamps``), a ``mooncake`` replay
-    (:data:`MOONCAKE_DATASET`) and a multi-turn replay other than ``agentic-trace``
+    (:data:`MOONCAKE_DATASET`: :func:`scenario_from_bench` rebuilds it from the trace file given
+    with ``--dataset-path``, :func:`_mooncake_workload`; a fit of a sweep file leaves it out) and
+    a multi-turn replay other than ``agentic-trace``
     (:func:`sim.bench_serving.multi_turn_replay`). A line with its send times replays them
     instead (:func:`_trace_workload`)."""
     a = run.args
+    if a.get("dataset_name") == MOONCAKE_DATASET:   # its rate (a number, inf or "trace") is ignored
+        return ConfigError(run.source, "dataset_name", MOONCAKE_DATASET,
+                           "SGLang replays a mooncake trace at its timestamps x --mooncake-slowdown-factor whatever "
+                           "request_rate says, each trace row's --mooncake-num-rounds rounds at once, with prompts built "
+                           "from hash_ids; the line holds neither the trace nor its send times: build its scenario with "
+                           "`specsched scenario from-bench FILE:LINE --dataset-path TRACE.jsonl` and compare with "
+                           "validate --measured FILE:LINE --scenario S")
     if a.get("request_rate") == "trace" and (run.details is None or run.details.start_s is None):
         return ConfigError(run.source, "request_rate", "trace", "a trace replay cannot be rebuilt from its result "
                            "line (it holds neither the trace nor its send times); write a 'trace' workload for the "
                            "trace file and compare with validate --measured FILE:LINE --scenario S")
-    if a.get("dataset_name") == MOONCAKE_DATASET:
-        return ConfigError(run.source, "dataset_name", MOONCAKE_DATASET,
-                           "SGLang replays a mooncake trace at its timestamps x --mooncake-slowdown-factor whatever "
-                           "request_rate says, each trace row's --mooncake-num-rounds rounds at once, with prompts built "
-                           "from hash_ids; the line holds neither the trace nor its send times: write a 'trace' "
-                           "workload (layout mooncake) for the trace file and compare with validate --measured "
-                           "FILE:LINE --scenario S")
     if multi_turn_replay(run) and a.get("dataset_name") != AGENTIC_DATASET:
         return ConfigError(run.source, "total_input_tokens", 0,
                            f"a multi-turn replay (dataset {a.get('dataset_name', '<missing>')!r}: its requests are the "
@@ -578,6 +586,120 @@ def _agentic_workload(run: BenchRun, path: str | None, offset: int | None, max_t
     return w, notes
 
 
+def _mooncake_workload(run: BenchRun, path: str | None, rounds: int | None, slowdown: float | None,
+                       sessions: int | None) -> tuple[dict[str, Any], list[str], pd.DataFrame]:
+    """The requests a bench_serving ``mooncake`` line sent, rebuilt from the Mooncake trace it
+    read (``--dataset-path``; the line names no file) as a ``trace`` workload.
+
+    SGLang 0.5.23 (``benchmark/datasets/mooncake.py``): ``MooncakeDataset.load`` keeps the
+    first ``--num-prompts`` rows of the file; ``get_mooncake_request_over_time`` sorts them by
+    ``timestamp`` and sends row i at (timestamp_i - timestamp_0) / 1000 x
+    ``--mooncake-slowdown-factor`` s (``--request-rate`` ignored, for backend ``sglang``:
+    ``benchmark/serving.py`` ``benchmark()``), its ``--mooncake-num-rounds`` rounds together,
+    each asking the row's ``output_length`` (256 when absent). Round r's prompt is the chat
+    of r user turns, each the row's query (per ``hash_ids`` entry ``"{id}"`` + 128 x ``"hi"``),
+    with r - 1 placeholder replies of ``output_length`` words between them; ``input_length``
+    is not used. So here:
+
+    - arrivals: the trace's, x the slowdown factor (default 1.0, bench_serving's), R rounds
+      (default 1) at each row's time; the row count is the line's requests / R (``--num-prompts``
+      sets it, and then R = requests / rows);
+    - prompt lengths: the line's own ``input_lens`` (the server's counts) with details; else
+      r x n_ids x B + (r - 1) x output_length for round r of a row of n_ids ids, B (tokens per
+      id) fitted to the line's ``total_input_tokens`` (the chat template's few tokens a turn
+      folded into B);
+    - shared prefixes: the row's ``hash_ids`` as prompt blocks of B tokens
+      (:mod:`sim.trace_prefix`), so rows with equal leading ids share those blocks in the
+      radix cache, and round r > 1 shares round 1's query (its placeholder replies and later
+      turns are its own).
+
+    Returns (workload, notes, trace table).
+
+    Raises:
+        ConfigError: no trace path, or not a file; a bad trace row (:func:`sim.trace.load_trace`);
+            a request count that is no whole number of rows of R rounds; fewer rows in the file
+            than the line's sessions; an option out of range.
+    """
+    from specsched.sim.input_files import is_input_file
+    from specsched.sim.trace import load_trace
+    from specsched.sim.workload_config import TraceConfig
+
+    a = run.args
+    path = path or run.extra.get("dataset_path")
+    if not path:
+        raise ConfigError(run.source, "dataset_name", MOONCAKE_DATASET, "the requests are the rows of the Mooncake trace "
+                          "bench_serving read, which it does not write into the line: give the file with --dataset-path "
+                          "TRACE.jsonl (bench_serving's own --dataset-path, or the /tmp/<mooncake-workload>_trace.jsonl it "
+                          "downloaded)")
+    if not is_input_file(Path(path)):
+        raise ConfigError("<command line>", "--dataset-path", path, "no such trace file (the Mooncake trace the run read)")
+    if slowdown is not None and not (isinstance(slowdown, (int, float)) and math.isfinite(slowdown) and slowdown > 0):
+        raise ConfigError("<command line>", "--mooncake-slowdown-factor", slowdown, "must be a number > 0")
+    n = run.num_prompts
+    if not n:
+        raise ConfigError(run.source, "completed", run.summary.get("completed"), "the line sent no request to rebuild")
+    notes = []
+    if sessions is not None and rounds is None:
+        if n % sessions:
+            raise ConfigError("<command line>", "--num-prompts", sessions, f"the line's {n} requests are no whole number "
+                              "of rounds of this many trace rows: give --mooncake-num-rounds as the run had it")
+        rounds = n // sessions
+    rounds = rounds or 1
+    if n % rounds:
+        raise ConfigError("<command line>", "--mooncake-num-rounds", rounds, f"the line's {n} requests are no whole "
+                          "number of sessions of this many rounds: give the run's --mooncake-num-rounds")
+    sessions = sessions or n // rounds
+    if sessions * rounds != n:
+        notes.append(f"requests: {sessions} rows x {rounds} rounds = {sessions * rounds}, the line {n} requests "
+                     "(failed requests, or another --num-prompts?)")
+    factor = float(slowdown) if slowdown is not None else 1.0
+    tr = load_trace(TraceConfig(path=str(path), layout="mooncake", sort=True), limit=sessions)
+    if len(tr) < sessions:
+        raise ConfigError("<command line>", "--dataset-path", path, f"{len(tr)} rows; the line's {n} requests need "
+                          f"{sessions} rows of {rounds} round(s): another file, or give --mooncake-num-rounds/--num-prompts")
+    if tr.hash_ids is None or tr.hash_offsets is None:
+        ids = [np.zeros(0, dtype=np.int64)] * len(tr)
+    else:
+        ids = [tr.hash_ids[tr.hash_offsets[i]:tr.hash_offsets[i + 1]] for i in range(len(tr))]
+    n_ids = np.repeat(np.array([len(x) for x in ids], dtype=float), rounds)
+    out = np.repeat(tr.output_len.astype(np.int64), rounds)
+    r = np.tile(np.arange(1, rounds + 1, dtype=float), len(tr))
+    d = run.details
+    if d is not None and len(d.input_lens) == len(r):
+        total = float(np.sum(d.input_lens))
+        ins = np.asarray(d.input_lens, dtype=np.int64)
+        src = "the line's input_lens (each request's prompt as the server counted it)"
+    else:
+        total = run.summary.get("total_input_tokens")
+        completed = run.summary.get("completed")
+        if not isinstance(total, (int, float)) or not total or not completed:
+            raise ConfigError(run.source, "total_input_tokens", total, "the prompt lengths are known from the details "
+                              "(--output-details) or the line's input total; it has neither")
+        total *= len(r) / completed   # the total counts the successful requests only
+        ins = None
+        src = "round r: r x ids x B + (r - 1) x output_length, B fitted to the line's total_input_tokens"
+    per_id = (total - float(np.sum((r - 1) * out))) / max(float(np.sum(r * n_ids)), 1.0)
+    block = max(1, round(per_id))
+    if ins is None:
+        ins = np.maximum(1, np.round(r * n_ids * per_id + (r - 1) * out)).astype(np.int64)
+    t = np.repeat(tr.arrival_s, rounds) * factor
+    table = pd.DataFrame({"timestamp": t, "input_length": ins, "output_length": out,
+                          "hash_ids": [" ".join(map(str, x.tolist())) for x in ids for _ in range(rounds)]})
+    notes.append(f"mooncake trace {Path(path).name}: its first {len(tr)} rows by timestamp (bench_serving keeps the file's "
+                 f"first --num-prompts rows, then sorts them), sent at their timestamps x {factor:g} "
+                 f"(--mooncake-slowdown-factor{'' if slowdown is not None else ', the default: the line does not say'}), "
+                 f"{rounds} round(s) each at once (--mooncake-num-rounds{'' if rounds != 1 or sessions != n else ', the default'}); "
+                 "request_rate ignored, as bench_serving ignores it")
+    notes.append(f"prompts: {src}; hash_ids as shared blocks of {block} tokens (bench_serving's ~130-token text per id, "
+                 f"{per_id:.1f} fitted), not the trace's input_length")
+    w: dict[str, Any] = {"kind": "trace", "trace": {"path": "<trace>", "layout": "custom", "time_unit": "s",
+                                                    "columns": {"hash_ids": "hash_ids"}, "block_size": block}}
+    if a.get("max_concurrency"):
+        w["max_concurrency"] = a["max_concurrency"]
+    return w, notes, table
+
+
+BURST_SPREAD = 0.1
 BURST_SPREAD = 0.1
 """A line that says its requests all arrived at once (``request_rate`` inf: a burst, or a
 closed loop with ``max_concurrency``) but whose own arrival times spread over more than
@@ -1194,6 +1316,7 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
                         arrivals: str = "rate", dataset_path: str | None = None, dataset_offset: int | None = None,
                         agentic_max_turns: int | None = None,
                         num_conversations: int | None = None,
+                        mooncake_num_rounds: int | None = None, mooncake_slowdown_factor: float | None = None,
                         state_with: str = "--template") -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     """A scenario (plain dict, validated) reproducing ``run``'s arguments.
 
@@ -1209,7 +1332,9 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
             ``--save-detailed`` lines only, :func:`_trace_workload`).
         dataset_path, dataset_offset, agentic_max_turns, num_conversations: an
             ``agentic-trace`` line's trace file and bench_serving's --dataset-offset,
-            --agentic-max-turns and --num-prompts (:func:`_agentic_workload`).
+            --agentic-max-turns and --num-prompts (:func:`_agentic_workload`); a
+            ``mooncake`` line's trace file and --num-prompts (rows), with
+            ``mooncake_num_rounds`` and ``mooncake_slowdown_factor`` (:func:`_mooncake_workload`).
         state_with: the calling command's way to state server arguments the line lacks,
             named in the assumptions (``scenario from-bench``: ``--template``).
 
@@ -1226,14 +1351,31 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     file, line = run.source.rsplit(":", 1)
     notes: list[str] = []
     agentic = run.args.get("dataset_name") == AGENTIC_DATASET
-    given = {k: v for k, v in (("--dataset-path", dataset_path), ("--dataset-offset", dataset_offset),
-                               ("--agentic-max-turns", agentic_max_turns), ("--num-prompts", num_conversations))
+    mooncake = run.args.get("dataset_name") == MOONCAKE_DATASET
+    given = {k: v for k, v in (("--dataset-path", dataset_path), ("--num-prompts", num_conversations),
+                               ("--dataset-offset", dataset_offset), ("--agentic-max-turns", agentic_max_turns),
+                               ("--mooncake-num-rounds", mooncake_num_rounds),
+                               ("--mooncake-slowdown-factor", mooncake_slowdown_factor))
              if v is not None}
-    if given and not agentic:
-        k = next(iter(given))
-        raise ConfigError("<command line>", k, given[k], f"applies to a line with dataset_name {AGENTIC_DATASET!r} "
-                          f"(this one is {run.args.get('dataset_name', '<missing>')!r})")
-    if agentic:
+    for k, v in given.items():
+        ok = (agentic and not k.startswith("--mooncake")) or (mooncake and k not in ("--dataset-offset",
+                                                                                        "--agentic-max-turns"))
+        if not ok:
+            which = (f"{MOONCAKE_DATASET!r}" if k.startswith("--mooncake") else f"{AGENTIC_DATASET!r}"
+                     if k in ("--dataset-offset", "--agentic-max-turns") else f"{AGENTIC_DATASET!r} or {MOONCAKE_DATASET!r}")
+            raise ConfigError("<command line>", k, v, f"applies to a line with dataset_name {which} "
+                              f"(this one is {run.args.get('dataset_name', '<missing>')!r})")
+    if mooncake:
+        for opt, v, bad in (("--arrivals", arrivals, arrivals == "details"), ("--burstiness", burstiness, burstiness is not None),
+                            ("--lengths", lengths, lengths == "details")):
+            if bad:
+                raise ConfigError("<command line>", opt, v, "a mooncake line is rebuilt from its trace file (its "
+                                  f"timestamps and hash_ids; the lengths from the details where it has them): leave {opt} out")
+        workload, wnotes, trace = _mooncake_workload(run, dataset_path, mooncake_num_rounds, mooncake_slowdown_factor,
+                                                     num_conversations)
+        tables = {"trace": trace}
+        notes += wnotes
+    elif agentic:
         for opt, v, bad in (("--arrivals", arrivals, arrivals == "details"), ("--burstiness", burstiness, burstiness is not None),
                             ("--lengths", lengths, lengths == "details")):
             if bad:

@@ -1055,3 +1055,78 @@ def test_a_full_server_info_names_the_set_keys_it_leaves_out_and_counts_the_rest
     assert counted.startswith(tuple(f"{n} more switched off" for n in range(100, 400)))
     for state in ("internal_states", "startup_time", "launch_command", "version=", "frontend"):
         assert state not in note, state
+
+
+def _mooncake_line(tmp_path, **over):
+    src = ROOT / "tests" / "data" / "bench" / "sglang-0.5.23-datasets.jsonl"
+    obj = json.loads(src.read_text().splitlines()[3]) | over
+    if "completed" in over:   # the throughputs of that count (a line of other figures is warned about)
+        obj.update(request_throughput=obj["completed"] / obj["duration"],
+                   output_throughput=obj["total_output_tokens"] / obj["duration"])
+    assert obj["dataset_name"] == "mooncake"
+    (tmp_path / "m.jsonl").write_text(json.dumps(obj) + "\n")
+    return obj
+
+
+def test_a_mooncake_line_is_rebuilt_from_its_trace_file(tmp_path, capsys, monkeypatch):
+    """SGLang 0.5.23's ``--dataset-name mooncake`` (benchmark/datasets/mooncake.py
+    ``get_mooncake_request_over_time``) sends the trace's first rows at their timestamps (ms)
+    x ``--mooncake-slowdown-factor`` whatever ``request_rate`` says, each row's rounds at once,
+    prompts built from ``hash_ids``. ``scenario from-bench`` refused such a line; with
+    ``--dataset-path`` it is now a trace workload of those rows: the trace's send times (x the
+    factor), the rows' output lengths, the line's input total spread over the rows' ids, and
+    the ids as shared prompt blocks."""
+    from specsched.sim.trace import load_trace
+
+    monkeypatch.chdir(tmp_path)
+    trace = ROOT / "tests" / "data" / "traces" / "mooncake-conversation.jsonl"
+    rows = [json.loads(x) for x in trace.read_text().splitlines()][:3]
+    obj = _mooncake_line(tmp_path)
+    assert main(["scenario", "from-bench", "m.jsonl", "--profile", "h200-1b", "--dataset-path", str(trace),
+                 "--mooncake-slowdown-factor", "2", "--out", "s.yaml"]) == 0
+    out = capsys.readouterr().out
+    assert "mooncake trace" in out
+    sc = load_scenario("s.yaml")
+    assert sc.workload.kind == "trace" and sc.workload.trace.columns.hash_ids == "hash_ids"
+    tr = load_trace(sc.workload.trace, scenario_path="s.yaml")
+    assert tr.arrival_s.tolist() == pytest.approx([r["timestamp"] / 1000 * 2 for r in rows])
+    assert tr.output_len.tolist() == [r["output_length"] for r in rows]
+    ids = [len(r["hash_ids"]) for r in rows]
+    assert int(tr.input_len.sum()) == pytest.approx(obj["total_input_tokens"], abs=3)
+    assert tr.input_len.tolist() == pytest.approx([obj["total_input_tokens"] * k / sum(ids) for k in ids], abs=1)
+    assert sc.workload.trace.block_size == round(obj["total_input_tokens"] / sum(ids))
+    # the first two rows share their first 12 ids: their prompts share those blocks
+    a, b = tr.prompt_tokens(0), tr.prompt_tokens(1)
+    k = 12 * sc.workload.trace.block_size
+    assert np.array_equal(a[:k], b[:k]) and a[k] != b[k]
+
+
+def test_a_mooncake_line_of_several_rounds_and_its_missing_trace(tmp_path, capsys, monkeypatch):
+    """Rounds (``--mooncake-num-rounds``, not in the line) send each row's rounds together,
+    round r's prompt r queries and r - 1 placeholder replies long; with details the
+    prompts are the line's own ``input_lens``. Without ``--dataset-path`` the refusal is one
+    line naming that option; a request count that no row count of R rounds gives is refused."""
+    monkeypatch.chdir(tmp_path)
+    trace = ROOT / "tests" / "data" / "traces" / "mooncake-conversation.jsonl"
+    rows = [json.loads(x) for x in trace.read_text().splitlines()][:2]
+    lens = [900, 1900, 800, 1700]
+    _mooncake_line(tmp_path, completed=4, total_input_tokens=sum(lens), total_output_tokens=20, input_lens=lens,
+                   output_lens=[5] * 4,
+                   ttfts=[0.05] * 4, itls=[[0.01] * 4] * 4, generated_texts=[""] * 4, errors=[""] * 4)
+    assert main(["scenario", "from-bench", "m.jsonl", "--profile", "h200-1b", "--out", "s.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "m.jsonl:1: dataset_name = 'mooncake'" in err[0] and "--dataset-path" in err[0], err
+    assert main(["scenario", "from-bench", "m.jsonl", "--profile", "h200-1b", "--dataset-path", str(trace),
+                 "--mooncake-num-rounds", "3", "--out", "s.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--mooncake-num-rounds = 3" in err[0], err
+    assert not (tmp_path / "s.yaml").exists()
+    assert main(["scenario", "from-bench", "m.jsonl", "--profile", "h200-1b", "--dataset-path", str(trace),
+                 "--mooncake-num-rounds", "2", "--out", "s.yaml"]) == 0
+    capsys.readouterr()
+    from specsched.sim.trace import load_trace
+
+    tr = load_trace(load_scenario("s.yaml").workload.trace, scenario_path="s.yaml")
+    assert tr.input_len.tolist() == lens
+    assert tr.arrival_s.tolist() == pytest.approx([rows[0]["timestamp"] / 1000] * 2 + [rows[1]["timestamp"] / 1000] * 2)
+    assert tr.output_len.tolist() == [rows[0]["output_length"]] * 2 + [rows[1]["output_length"]] * 2

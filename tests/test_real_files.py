@@ -1614,13 +1614,14 @@ def test_input_totals_that_count_no_prompt_are_not_read_as_measured():
 
 @pytest.mark.parametrize("line, key, needle", [
     (2, "total_input_tokens = 0", "multi-turn replay"),
-    (4, "dataset_name = 'mooncake'", "at its timestamps"),
+    (4, "dataset_name = 'mooncake'", "--dataset-path TRACE.jsonl"),
 ])
 def test_from_bench_refuses_replays_it_cannot_rebuild(tmp_path, capsys, monkeypatch, line, key, needle):
     """A generated-shared-prefix multi-turn line (no turn count in it) and a Mooncake replay
     (SGLang 0.5.23 sends it at the trace's timestamps while the line says ``Infinity``) were
     built into independent requests sent at the line's rate (a burst for Mooncake): refused in
-    one line naming file:line, key and value; exit 2; nothing written."""
+    one line naming file:line, key and value; exit 2; nothing written. The Mooncake line's
+    refusal names the option that supplies its trace file (``--dataset-path``)."""
     monkeypatch.chdir(tmp_path)
     assert main(["scenario", "from-bench", f"{DATASETS}:{line}", "--profile", "h200-1b", "--out", "s.yaml"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

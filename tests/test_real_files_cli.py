@@ -47,14 +47,14 @@ def _runs(path: Path) -> list[tuple[int, dict]]:
 
 
 LINES = [(p.name, i) for p in sorted((DATA / "bench").iterdir()) for i, _ in _runs(p)]
-REFUSED = {("sglang-0.5.23.jsonl", 2): "request_rate", ("vllm-0.11.0-bench-serve.json", 2): "ramp_up_strategy",
+REFUSED = {("sglang-0.5.23.jsonl", 2): "--dataset-path", ("vllm-0.11.0-bench-serve.json", 2): "ramp_up_strategy",
            ("sglang-0.5.23-datasets.jsonl", 1): "--dataset-path", ("sglang-0.5.23-datasets.jsonl", 2): "total_input_tokens",
-           ("sglang-0.5.23-datasets.jsonl", 4): "mooncake",
+           ("sglang-0.5.23-datasets.jsonl", 4): "--dataset-path",
            ("sglang-0.5.23-steady-state.jsonl", 2): "steady-state window of the run on line 1"}
-"""Lines no scenario can rebuild: a trace replay (``request_rate: "trace"``), a vLLM
-ramp-up (the rate changed during the run), a multi-turn replay without its turn count
-(``generated-shared-prefix --gsp-num-turns``), a Mooncake replay (sent at the trace's
-times whatever its rate says); an agentic-trace line without its trace file; and a
+"""Lines no scenario can rebuild: a vLLM ramp-up (the rate changed during the run), a
+multi-turn replay without its turn count (``generated-shared-prefix --gsp-num-turns``); a
+Mooncake replay (sent at the trace's times whatever its rate says, ``"trace"`` or
+``Infinity``) or an agentic-trace line without its trace file (``--dataset-path``); and a
 steady_state_serving record (read with the run on the line before it)."""
 NO_COUNT = {"sglang-0.2.11.jsonl"}
 """Lines that give no request count (SGLang 0.1.24-0.2.11 write no ``completed``): a scenario
