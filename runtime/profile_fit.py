@@ -259,8 +259,22 @@ class Fits:
         widths = grid_widths(self.contexts, self.W)
         excess = verify_excess_fit(self.launch_bs, self.loop_med, self.bs, widths, spec_grid, self.launch_bucket)
         self.verify_excess = excess
-        return [[v + float(np.interp(b, self.launch_bs, excess)) for v in row]
-                for b, row in zip(self.bs, spec_grid, strict=True)]
+        return self._with_excess(spec_grid)
+
+    def _with_excess(self, grid: list[list[float]]) -> list[list[float]]:
+        """``grid`` plus, per batch size, the engine's excess of an issued verify over its
+        bare replay (:meth:`verify_grid`, which sets :attr:`verify_excess`)."""
+        return [[v + float(np.interp(b, self.launch_bs, self.verify_excess)) for v in row]
+                for b, row in zip(self.bs, grid, strict=True)]
+
+    def verify_chain_grid(self) -> list[list[float]] | None:
+        """``gpu.verify_chain``: the chain cycle without its serial draft steps (the target
+        verify and the draft extend over the window; profile_gpu ``_draft_step_grid``),
+        with the same per-batch issue excess as ``gpu.verify`` (the engine issues either
+        cycle the same way); None where it was not timed (window 2). Call after
+        :meth:`verify_grid`."""
+        bare = self.grid.get("chain_verify")
+        return None if bare is None else self._with_excess(bare)
 
     def sections(self) -> tuple[dict, dict]:
         """``(gpu, host)`` sections of the profile."""
@@ -280,6 +294,8 @@ class Fits:
                            "seconds": self.grid["draft_step"]},
             # each row of the draft-step grid is one request's one token (topk 1)
             "draft_step_tokens_per_request": 1,
+            **({"verify_chain": {"x": [float(b) for b in self.bs], "context_len": [float(c) for c in self.contexts],
+                                 "seconds": chain}} if (chain := self.verify_chain_grid()) is not None else {}),
             "verify_window": self.W,
             "verify_includes_draft": True,
             "eager_overhead_s": self.eager_overhead,

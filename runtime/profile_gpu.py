@@ -478,9 +478,14 @@ class GpuPhases(Harness):
         difference over ``W - 2``. The per-call work around a forward (KV reservation, the
         graph's input and output copies), which a cycle pays once, cancels: a step called
         alone charged it once per step (CPU, tiny: 0.81 ms against 0.70 inside the cycle).
-        At window 2 (no serial step) the step is called alone (:meth:`ModelRunner.draft_step`)."""
+        At window 2 (no serial step) the step is called alone (:meth:`ModelRunner.draft_step`).
+        The cycles without their steps, their median per point, are ``gpu.verify_chain``
+        (none at window 2)."""
         g = [[0.0] * len(self.contexts) for _ in self.bs]
-        spread = 0.0
+        # the chain cycle without its steps (target verify + draft extend over W tokens),
+        # timed here anyway: gpu.verify_chain
+        bare = [[0.0] * len(self.contexts) for _ in self.bs]
+        spread = bare_spread = 0.0
         steps = self.W - 2
         for j, c in enumerate(self.contexts):
             for i, b in enumerate(self.bs):
@@ -507,10 +512,16 @@ class GpuPhases(Harness):
                 diffs = [ts[k] - ts[k + 1] for k in range(len(ts) - 1) if kinds[k] == 0 and kinds[k + 1] == 1]
                 d = statistics.median(diffs)
                 g[i][j] = max(d, 0.0) / steps
+                without = [t for t, k in zip(ts, kinds, strict=True) if k == 1]
+                bare[i][j] = statistics.median(without)
+                self.reps.setdefault("chain_verify", []).append(len(without))
+                bare_spread = max(bare_spread, _iqr_rel(without) if len(without) >= 4 else 0.0)
                 if len(diffs) >= 4:
                     q1, q3 = np.percentile(diffs, [25, 75])
                     spread = max(spread, min(float(q3 - q1) / d, 9.99) if d > 0 else 9.99)
         self.grid["draft_step"], self.grid_spread["draft_step"] = g, spread
+        if steps >= 1:
+            self.grid["chain_verify"], self.grid_spread["chain_verify"] = bare, bare_spread
 
     def tile_phase(self) -> None:
         """The attention kernel's KV tile (``gpu.attention_tile``): the graph-replayed decode

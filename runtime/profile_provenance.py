@@ -221,7 +221,7 @@ class Provenance:
                     f"{WARMUP} warm-ups (the first captures the graph). Batch sizes {self.bs} (graph buckets exactly "
                     f"there, no padding) x committed context {self.contexts}; committed lengths put back to the "
                     f"context before every step (one index_fill_ kernel, included; as runtime.microbench.bench). "
-                    f"Attention width round_up(context + {W if kind == 'spec' or (kind == 'draft_step' and W >= 3) else 1}, 64) (the engine pads to "
+                    f"Attention width round_up(context + {W if kind in ('spec', 'chain_verify') or (kind == 'draft_step' and W >= 3) else 1}, 64) (the engine pads to "
                     f"multiples of {CTX_BUCKET_STEP}; docs/decode-width.md). Points above cuda_graph_max_bs={self.graph_max_bs} were "
                     f"graph-replayed too: the simulator applies gpu.eager_factor there. Largest (p75-p25)/median "
                     f"{self.grid_spread[kind] * 100:.1f} %. Values: {pts}. [{env}]")
@@ -334,6 +334,14 @@ class Provenance:
             "gpu.extend_split": self._split_text(env),
             "gpu.dp_attention_sync_s": ("0: one device, no DP-attention ranks to gather across (used only with "
                                         f"server.enable_dp_attention and dp_size > 1). [{env}]"),
+            "gpu.verify_chain": (grid_text("chain_verify", (
+                f"one ModelRunner.spec_cycle(rows, forced_accept=[{self.forced}] * bs, graph=True, as_chain=True, "
+                f"draft_steps=False): target verify of {W} + accept/commit + the chain drafter's draft extend over "
+                f"the {W} verified positions (one logit row per request), the without-steps calls of the "
+                "gpu.draft_step pairs (their median per point)")) + " PLUS the same per-batch issue excess as gpu.verify"
+                if "chain_verify" in self.grid else
+                f"not written: at window {W} a chain cycle has no serial step to time it beside (the simulator "
+                "reads gpu.verify for chain drafters too)"),
             "gpu.verify_includes_draft": ("true: gpu.verify times ModelRunner.spec_cycle, the block drafter's forward "
                                           f"and the target verify together. [{env}]"),
             "gpu.eager_overhead_s": (

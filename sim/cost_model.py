@@ -182,6 +182,10 @@ class CostModel:
         on_verify = spec.enabled or self.decode_via_verify
         grid = g.verify if on_verify else g.decode
         key = "gpu.verify" if on_verify else "gpu.decode"
+        if spec.enabled and not spec.is_block and g.verify_chain is not None:
+            # a chain drafter's cycle as the profile timed it: its draft extend over the
+            # window, not a block drafter's forward over twice the window
+            grid, key = g.verify_chain, "gpu.verify_chain"
         if grid is None:
             need = (f"speculative decoding (server.speculative_algorithm = {spec.value}) needs one cycle's cost"
                     if spec.enabled else "plain decoding (server.speculative_algorithm = none) needs one decode forward's cost")

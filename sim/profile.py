@@ -336,6 +336,14 @@ class GpuProfile(BaseModel):
         profiler's spec cycle, the fitted MI355X profile). False: ``verify`` is the
         target's verify forward alone and every draft forward comes from ``draft_step``
         (an analytic profile that times the draft model from its own architecture).
+    verify_chain: a chain drafter's cycle without its serial draft steps, by batch size and
+        mean context: the target's verify over ``verify_window`` tokens per request and the
+        draft extend after it (speculative/eagle_worker_v2.py ``_draft_extend_for_decode``:
+        the drafter over the verified window, logits on one row per request). The runtime
+        profiler times it beside ``verify``, whose draft forward is a block drafter's (over
+        twice the window, logits on the drafts' rows). A chain drafter's cycle reads this
+        grid instead of ``verify`` where it is given (the window and context rules are
+        ``verify``'s); None: ``verify`` for both kinds.
     draft_step: one draft-model forward by the tokens it runs over (x: batch x tokens per
         request; a chain drafter's step with topk 1 runs over batch-size tokens) and mean
         context. This is where the draft model's own size enters. A chain drafter
@@ -488,6 +496,7 @@ class GpuProfile(BaseModel):
     verify: Grid | None = None
     verify_window: int | None = Field(None, ge=2, le=64)
     verify_includes_draft: bool = True
+    verify_chain: Grid | None = None
     draft_step: Grid | None = None
     draft_step_tokens_per_request: int | None = Field(None, ge=1, le=64)
     decode: Grid | None = None

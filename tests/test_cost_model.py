@@ -138,6 +138,30 @@ def test_chain_drafter_costs_its_serial_steps(bs, w):
     assert chain.step_s(bs, 4000) > block
 
 
+@settings(max_examples=30, deadline=None)
+@given(bs=st.integers(1, 64), w=st.integers(3, 8), ctx=st.integers(512, 6000))
+def test_a_chain_drafter_reads_gpu_verify_chain_where_the_profile_times_it(bs, w, ctx):
+    """gpu.verify_chain (the runtime profiler's chain cycle without its serial steps: the
+    draft extend over the window, not a block drafter's forward over twice it) prices a
+    chain drafter's cycle in place of gpu.verify; a block drafter keeps gpu.verify."""
+    base = ctx_profile()
+    v = base.gpu.verify
+    half = {"x": v.x, "context_len": v.context_len, "seconds": [[t / 2 for t in row] for row in v.seconds]}
+    p = base.model_copy(update={"gpu": base.gpu.model_copy(update={
+        "verify_chain": type(v).model_validate(half),
+        "draft_step": type(v).model_validate({"x": [1, 512], "seconds": [[1e-4], [2e-4]]})})})
+    graphs = {"cuda_graph_bs": list(range(1, 257))}
+    chain_args = dict(speculative_algorithm="eagle", speculative_num_steps=w - 1, speculative_eagle_topk=1,
+                      speculative_num_draft_tokens=w, **graphs)
+    with_chain = CostModel(p, server(**chain_args))
+    without = CostModel(base.model_copy(update={"gpu": p.gpu.model_copy(update={"verify_chain": None})}),
+                        server(**chain_args))
+    steps = (w - 2) * with_chain.draft_s(bs, bs, 1, ctx)
+    assert with_chain.step_s(bs, ctx) - steps == pytest.approx((without.step_s(bs, ctx) - steps) / 2, rel=1e-9)
+    block = server(speculative_num_draft_tokens=w, **graphs)
+    assert CostModel(p, block).step_s(bs, ctx) == CostModel(base, block).step_s(bs, ctx)
+
+
 def test_topk_widens_each_draft_step_and_nextn_is_mtp():
     p = mi355x()
     one = CostModel(p, server(speculative_algorithm="EAGLE", speculative_num_draft_tokens=6, speculative_num_steps=3,

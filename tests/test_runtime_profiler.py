@@ -247,6 +247,17 @@ def test_profile_warns_of_a_noisy_or_falling_grid(prof: dict, tmp_path: Path, mo
         assert "decode" not in err[0] and "--repeats (now 20)" in err[0]
 
 
+def test_the_chain_cycle_without_its_steps_is_written_as_verify_chain(prof: dict) -> None:
+    """gpu.verify_chain: the without-steps calls of the draft-step pairs (target verify and
+    the chain drafter's draft extend over the window), on gpu.verify's axes, with its issue
+    excess; the simulator prices chain cycles off it."""
+    p = Profile.model_validate(prof)
+    vc, v = p.gpu.verify_chain, p.gpu.verify
+    assert vc is not None and vc.x == v.x and vc.context_len == v.context_len
+    assert all(t > 0 for row in vc.seconds for t in row)
+    assert "as_chain=True" in p.provenance["gpu.verify_chain"] and "draft_steps=False" in p.provenance["gpu.verify_chain"]
+
+
 @pytest.mark.parametrize("spec", ["block", "chain", None])
 def test_simulator_runs_with_the_measured_profile(prof: dict, spec: str | None) -> None:
     # a chain drafter (eagle, topk 1) is priced from the measured gpu.draft_step grid
