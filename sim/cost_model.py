@@ -212,7 +212,9 @@ class CostModel:
         if needs_draft and g.draft_step is None:
             why = (f"a chain drafter ({spec.value}) runs {self.extra_draft_steps} serial draft step(s) per cycle besides the one in gpu.verify"
                    if self.extra_draft_steps else "gpu.verify_includes_draft is false, so the draft forward must be timed")
-            raise ConfigError(src, "gpu.draft_step", "<missing>", f"{why}: give one draft-model forward's cost by tokens and context")
+            raise ConfigError(src, "gpu.draft_step", "<missing>",
+                              f"{why}: give one draft-model forward's cost by tokens and context (specsched profile "
+                              "times it since the runtime runs chain drafters: re-profile, or use an analytic profile)")
         self.draft_step = g.draft_step.interpolator("gpu.draft_step") if g.draft_step is not None and spec.enabled else None
         self.draft_c0 = float(g.draft_step.context_len[0]) if g.draft_step is not None else 0.0
         # the draft forward a verify-grid point holds, taken out of a decode read from it
