@@ -86,10 +86,17 @@ def latency_samples(run: Any) -> dict[str, np.ndarray]:
 def arrival_span(run: Any) -> float | None:
     """The run's last request arrival after its first, in s (None for a summary dict): with
     the summary's ``duration`` (first arrival to last finish) it tells how long the run went
-    on after its arrivals stopped (:func:`analysis.compare.rate_bound`)."""
+    on after its arrivals stopped (:func:`analysis.compare.rate_bound`). A simulated poisson or
+    trace run gives its offered arrivals' span (``extra["offered_arrival_span_s"]``, the drawn
+    send times): under ``max_concurrency`` a request is sent only when a slot frees
+    (bench_serving's semaphore), so the start times of a server that falls behind stretch to
+    the end of the run and would read as keeping pace; without a cap the two are the same."""
     req = getattr(run, "requests", None)
     if req is None or isinstance(run, Mapping) or not len(req):
         return None
+    offered = (getattr(run, "extra", None) or {}).get("offered_arrival_span_s")
+    if offered is not None:
+        return float(offered)
     start = np.asarray(req["start_s"], dtype=float)
     start = start[np.isfinite(start)]
     return float(start.max() - start.min()) if start.size else None

@@ -160,6 +160,7 @@ class SimEngine(Clients, EngineStretch):
         self._finish_reacts = w.kind in ("closed_loop", "multi_turn") or (w.kind in ("poisson", "trace") and w.max_concurrency is not None)
         self._init_host(scenario.server, DeviceTokens(self.acceptance), fast_forward)
         self.specs = make_requests(scenario.workload, self.seed, scenario.path or None)
+        self.offered_arrival_span_s: float | None = None   # set by _start_clients for poisson / trace
         from specsched.sim.defaults import hardware_of
         from specsched.sim.served import served_requests
 
@@ -556,6 +557,8 @@ class SimEngine(Clients, EngineStretch):
                 e.policies = user_policy_specs(self.scenario.server)
                 raise
         result.extra["range_notes"] = self.range_notes()
+        if self.offered_arrival_span_s is not None:   # poisson / trace sends
+            result.extra["offered_arrival_span_s"] = self.offered_arrival_span_s
         return result
 
     def range_notes(self) -> list[RangeNote]:

@@ -212,6 +212,9 @@ class Clients:
                 self.env.process(self._conversations(convs, pauses))
         else:
             times = arrival_times(w, self.specs, self.seed)
+            # the offered arrivals' span: with max_concurrency a send waits for a slot, so the
+            # requests' start times stretch with the server's pace (analysis.compare.rate_bound)
+            self.offered_arrival_span_s = float(times.max() - times.min()) if len(times) else None
             if w.max_concurrency:
                 self.env.process(self._poisson_limited(times, simpy.Resource(self.env, w.max_concurrency)))
             else:

@@ -426,3 +426,19 @@ def test_an_arm_that_rejects_requests_is_said_not_scored_faster():
     note = compare.aborted_note(samples)
     assert note is not None and "small 16" in note and "looks faster" in note   # 15, 16, 17
     assert compare.aborted_note(samples[samples["metric"] != "requests_aborted"]) is None
+
+
+def test_a_run_held_back_by_max_concurrency_is_not_rate_bound():
+    """Poisson arrivals far faster than the server, capped by max_concurrency (bench_serving's
+    semaphore): the clients send each request when a slot frees, so the last send falls
+    shortly before the run ends although the server never kept pace with the offered rate.
+    Its arrival span is the offered arrivals' (the drawn send times), not the delayed sends',
+    so its throughput is not called rate-bound; an uncapped run's span is unchanged."""
+    over = {"workload.num_requests": 24, "workload.request_rate": 1000.0, "workload.max_concurrency": 2}
+    capped = compare.run_arms("h200/poisson-spec", ["base"], 1, overrides=over)
+    v = capped.set_index("metric")["value"]
+    assert v[compare.ARRIVAL_SPAN] < 0.2 * v["duration"]   # 24 offered arrivals at 1000 req/s
+    wide = capped.pivot(index="seed", columns="metric", values="value")
+    assert not compare.rate_bound(wide)
+    free = compare.run_arms("h200/poisson-spec", ["base"], 1, overrides={"workload.num_requests": 24})
+    assert 0 < free.set_index("metric")["value"][compare.ARRIVAL_SPAN]
