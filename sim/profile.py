@@ -892,6 +892,17 @@ def resolve_profile_path(name_or_path: str, relative_to: str | Path | None = Non
     return p
 
 
+def _local_profile_file(name: str, relative_to: str | Path | None) -> str | None:
+    """``profiles/NAME.yaml`` under the current directory or the scenario file's folder (the
+    file ``specsched profile --analytic`` writes without ``--out``), as a path relative to
+    the folder it was found in; None where there is none or ``name`` is already a path."""
+    if not name or Path(name).name != name or name.endswith((".yaml", ".yml")):
+        return None
+    rel = Path("profiles") / f"{name}.yaml"
+    folders = [Path.cwd()] + ([Path(relative_to).resolve().parent] if relative_to is not None else [])
+    return next((rel.as_posix() for d in folders if (d / rel).is_file()), None)
+
+
 MODEL_CONFIG_KEYS = frozenset({"hidden_size", "num_attention_heads", "num_hidden_layers", "architectures",
                                "model_type", "text_config"})
 """Keys of a Hugging Face ``config.json`` that no profile or scenario has."""
@@ -916,6 +927,11 @@ def load_profile(name_or_path: str, relative_to: str | Path | None = None) -> Pr
     """
     path = resolve_profile_path(name_or_path, relative_to)
     if not is_input_file(path):
+        local = _local_profile_file(name_or_path, relative_to)
+        if local is not None:   # where `specsched profile` writes without --out: a name is a bundled one
+            raise ConfigError(str(relative_to or "<scenario>"), "profile", name_or_path,
+                              f"no bundled profile of that name, but {local} is there (where specsched profile "
+                              f"writes without --out): give it as a path, profile: {local}")
         raise ConfigError(str(relative_to or "<scenario>"), "profile", name_or_path,
                           f"no such profile file; bundled: {', '.join(sorted(q.stem for q in profiles_dir().glob('*.yaml')))}"
                           "; or write one: specsched profile --analytic --model M --gpu G --tp N --out FILE")

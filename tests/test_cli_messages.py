@@ -477,3 +477,23 @@ def test_an_out_where_nothing_can_be_written_is_refused_before_the_run(capsys):
     assert main(["run", "burst256-ht", "--set", "workload.num_requests=2", "--out", "/proc/specsched-out/run"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.strip() == "specsched: error: cannot use /proc/specsched-out/run: No such file or directory", (out, err)
+
+
+def test_a_profile_named_as_profile_wrote_it_without_out_is_pointed_to(tmp_path, monkeypatch, capsys):
+    """`specsched profile --analytic` without --out writes profiles/NAME.yaml under the current
+    directory; a scenario naming it `profile: NAME` (as the bundled cells name theirs) was
+    refused with the bundled list only. The refusal names the file that is there and how to
+    give it (a path); nothing is run."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["profile", "--analytic", "--model", "qwen3-0.6b", "--gpu", "H100", "--tp", "1"]) == 0
+    name = "h100-qwen3-0.6b-tp1-bf16-analytic"
+    assert (tmp_path / "profiles" / f"{name}.yaml").is_file()
+    capsys.readouterr()
+    (tmp_path / "s.yaml").write_text(
+        f"name: s\nprofile: {name}\nworkload: {{kind: burst, num_requests: 2, "
+        "input_len: {kind: fixed, value: 64}, output_len: {kind: fixed, value: 4}}\n")
+    assert main(["run", "s.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"profile = '{name}'" in err and f"profile: profiles/{name}.yaml" in err, err
+    assert not (tmp_path / "results").exists()
