@@ -49,8 +49,9 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
   has, the keys it has no argument for named in the assumptions; speculative
   ``accept_length`` (or server_info's ``internal_states[0].avg_spec_accept_length``) ->
   ``acceptance.mean_accept_length``; when the line has an accept length but names no
-  drafter (no server_info, or one without a usable ``speculative_algorithm``), SGLang's
-  default EAGLE parameters are assumed and said so (:func:`_assumed_drafter`).
+  drafter (no server_info, or one without a usable ``speculative_algorithm``), EAGLE with
+  SGLang's own choice for the profile's model (``hardware.architecture``: 5/4/8 for Llama,
+  else 3/1/4) is assumed and said so (:func:`_assumed_drafter`).
 - ``reference``: the line's headline metrics, so ``specsched run`` prints them beside the
   prediction.
 - ``agentic-trace`` (SGLang 0.5.23 benchmark/datasets/agentic_trace.py): a ``multi_turn``
@@ -98,7 +99,13 @@ from specsched.sim.config import (
 )
 from specsched.sim.errors import ConfigError, FieldError, clipped
 from specsched.sim.profile import load_profile
-from specsched.sim.server_args import CHAIN_PARAM_KEYS, MAX_DRAFT_TOKENS, AdmissionDelay
+from specsched.sim.server_args import (
+    CHAIN_PARAM_KEYS,
+    MAX_DRAFT_TOKENS,
+    AdmissionDelay,
+    auto_speculative_basis,
+    auto_speculative_params,
+)
 from specsched.sim.sglang_launch_args import UNMODELLED, is_inert
 from specsched.sim.workload import histogram
 
@@ -1250,8 +1257,10 @@ def _assumed_drafter(acc: float, named: Any, profile: str, notes: list[str],
                      state_with: str = "--template", window: Any = None) -> dict[str, Any]:
     """Server arguments for a run whose line says it decoded speculatively (an accept length)
     but not with which drafter and window: :data:`ASSUMED_DRAFTER` (with the chain drafter
-    ``named`` by server_info instead of eagle, if the model has it), its chain lengthened when
-    the line's accept length would not fit its window. A profile that prices no chain draft
+    ``named`` by server_info instead of eagle, if the model has it), its steps, topk and draft
+    tokens SGLang 0.5.23's choice for the profile's ``hardware.architecture`` when it has one
+    (arg_groups/speculative_hook.py ``_auto_choose_speculative_params``: a 5/4/8 tree for
+    Llama), its chain lengthened when the line's accept length would not fit its depth. A profile that prices no chain draft
     step (``gpu.draft_step``) gets its block drafter (dspark) at the profile's verify window
     instead, so the scenario runs. Says so in ``notes``.
 
@@ -1283,9 +1292,17 @@ def _assumed_drafter(acc: float, named: Any, profile: str, notes: list[str],
         why = (f"a chain of the line's {k} draft tokens per draft (spec_decode_draft_tokens / "
                "spec_decode_num_drafts); the drafter kind is not in the line")
     try:
-        gpu = load_profile(profile).gpu
+        prof = load_profile(profile)
     except ConfigError:
-        gpu = None   # the caller reports a bad profile; the assumption stands without it
+        prof = None   # the caller reports a bad profile; the assumption stands without it
+    gpu = prof.gpu if prof is not None else None
+    arch = prof.hardware.architecture if prof is not None and prof.hardware is not None else None
+    if served is None and drafts is None and arch is not None:
+        # what SGLang launches with no chain setting: its choice for the model (a draft tree for
+        # Llama and Grok), as sim/defaults.py fills a scenario that states none
+        d.update(zip(CHAIN_PARAM_KEYS, auto_speculative_params(d["speculative_algorithm"], arch), strict=True))
+        why = (f"SGLang's choice for {auto_speculative_basis(d['speculative_algorithm'], arch)} when no chain setting "
+               "is launched, arg_groups/speculative_hook.py _auto_choose_speculative_params")
     if gpu is not None and gpu.draft_step is None:
         d = {"speculative_algorithm": "dspark",
              "speculative_num_draft_tokens": (drafts[0] + 1 if drafts else served or gpu.verify_window)
@@ -1294,11 +1311,12 @@ def _assumed_drafter(acc: float, named: Any, profile: str, notes: list[str],
         if served is not None:
             why += f"; window: {served_window('dspark')}"
     w = d["speculative_num_draft_tokens"]
-    if drafts is None and acc >= w - 0.05:   # a window of 4 cannot reach a mean of 3.95+
+    depth = d["speculative_num_steps"] + 1 if "speculative_num_steps" in d else w   # a tree accepts its depth at most
+    if drafts is None and acc >= depth - 0.05:   # a window of 4 cannot reach a mean of 3.95+
         d["speculative_num_draft_tokens"] = w = math.ceil(acc) + 1
         why += f"; window widened to {w} to fit the accept length"
         if "speculative_num_steps" in d:
-            d["speculative_num_steps"] = w - 1
+            d.update(speculative_num_steps=w - 1, speculative_eagle_topk=1)
     modelled = kind in SpecAlgorithm.__members__ or kind == ""
     said = ("names the drafter but not its window" if kind == d["speculative_algorithm"]
             else "names its draft length but not the drafter kind" if drafts is not None and modelled

@@ -1130,3 +1130,22 @@ def test_a_mooncake_line_of_several_rounds_and_its_missing_trace(tmp_path, capsy
     assert tr.input_len.tolist() == lens
     assert tr.arrival_s.tolist() == pytest.approx([rows[0]["timestamp"] / 1000] * 2 + [rows[1]["timestamp"] / 1000] * 2)
     assert tr.output_len.tolist() == [rows[0]["output_length"]] * 2 + [rows[1]["output_length"]] * 2
+
+
+def test_an_assumed_eagle_drafter_takes_sglangs_choice_for_the_profiles_model():
+    """A line with an accept length but no drafter settings, predicted on a Llama profile: SGLang
+    0.5.23 gives LlamaForCausalLM a 5-step, topk-4, 8-token draft tree when no chain setting is
+    launched (arg_groups/speculative_hook.py _auto_choose_speculative_params); the assumption
+    was the 3/1/4 chain of other models, called 'SGLang's default EAGLE parameters'. A profile
+    without an architecture keeps the 3/1/4 chain."""
+    run = parse_run({**LINE, "server_info": None, "accept_length": 3.02}, "f:1")
+    notes: list[str] = []
+    from specsched.analysis.from_bench import _assumed_drafter
+
+    d = _assumed_drafter(3.02, None, "h100-llama-3.1-8b-eagle3-analytic", notes)
+    assert (d["speculative_num_steps"], d["speculative_eagle_topk"], d["speculative_num_draft_tokens"]) == (5, 4, 8)
+    assert "LlamaForCausalLM" in notes[0], notes
+    sc, _ = scenario_from_bench(run, "h100-llama-3.1-8b-eagle3-analytic")
+    assert sc["server"]["speculative_eagle_topk"] == 4 and sc["server"]["speculative_num_draft_tokens"] == 8
+    sc, _ = scenario_from_bench(run, "h200-llama8b-roofline")   # no hardware.architecture
+    assert sc["server"]["speculative_num_steps"] == 3 and sc["server"]["speculative_num_draft_tokens"] == 4
