@@ -151,6 +151,14 @@ def attention_padding_fit(lens: dict[str, Sequence[float]], times: dict[str, Seq
     return float(min(1.0, max(0.0, statistics.fmean(kept)))), per
 
 
+def with_issue_excess(grid: Sequence[Sequence[float]], bs: Sequence[int], launch_bs: Sequence[int],
+                      excess: Sequence[float]) -> list[list[float]]:
+    """``grid`` (seconds, ``[len(bs)][contexts]``) plus, per batch size, the engine's excess of
+    an issued cycle over its bare replay (``excess`` at ``launch_bs``, interpolated over batch
+    size: :meth:`Fits.verify_grid`)."""
+    return [[v + float(np.interp(b, launch_bs, excess)) for v in row] for b, row in zip(bs, grid, strict=True)]
+
+
 def grid_widths(contexts: Sequence[float], window: int) -> list[int]:
     """The attention width each grid column's spec cycle ran at: ``round_up(context + window,
     CTX_ALIGN)`` positions (the profiler's graph context buckets, runtime.profile_harness.Harness)."""
@@ -259,13 +267,7 @@ class Fits:
         widths = grid_widths(self.contexts, self.W)
         excess = verify_excess_fit(self.launch_bs, self.loop_med, self.bs, widths, spec_grid, self.launch_bucket)
         self.verify_excess = excess
-        return self._with_excess(spec_grid)
-
-    def _with_excess(self, grid: list[list[float]]) -> list[list[float]]:
-        """``grid`` plus, per batch size, the engine's excess of an issued verify over its
-        bare replay (:meth:`verify_grid`, which sets :attr:`verify_excess`)."""
-        return [[v + float(np.interp(b, self.launch_bs, self.verify_excess)) for v in row]
-                for b, row in zip(self.bs, grid, strict=True)]
+        return with_issue_excess(spec_grid, self.bs, self.launch_bs, excess)
 
     def verify_chain_grid(self) -> list[list[float]] | None:
         """``gpu.verify_chain``: the chain cycle without its serial draft steps (the target
@@ -274,7 +276,7 @@ class Fits:
         cycle the same way); None where it was not timed (window 2). Call after
         :meth:`verify_grid`."""
         bare = self.grid.get("chain_verify")
-        return None if bare is None else self._with_excess(bare)
+        return None if bare is None else with_issue_excess(bare, self.bs, self.launch_bs, self.verify_excess)
 
     def sections(self) -> tuple[dict, dict]:
         """``(gpu, host)`` sections of the profile."""
