@@ -282,22 +282,25 @@ class Fits:
         """``(gpu, host)`` sections of the profile."""
         inj_slope = self._inject_slope(0)[1]
         spec_grid, dec_grid = self.verify_grid(), self.grid["decode"]
+        chain = self.verify_chain_grid()
+
+        def step_grid(seconds: list[list[float]]) -> dict:
+            # the batch-size x context grids (verify, decode, draft_step, verify_chain)
+            return {"x": [float(b) for b in self.bs], "context_len": [float(c) for c in self.contexts],
+                    "seconds": seconds}
+
         gpu = {
             "extend": {"x": [float(t) for t in self.ext_x], "context_len": [float(c) for c in self.ext_cols],
                        "seconds": self.ext_s},
             "draft_inject_per_token_s": inj_slope,
             "draft_inject": {"x": [float(t) for t in self.ext_x], "context_len": [float(c) for c in self.ext_cols],
                              "seconds": self.inj_s},
-            "verify": {"x": [float(b) for b in self.bs], "context_len": [float(c) for c in self.contexts],
-                       "seconds": spec_grid},
-            "decode": {"x": [float(b) for b in self.bs], "context_len": [float(c) for c in self.contexts],
-                       "seconds": dec_grid},
-            "draft_step": {"x": [float(b) for b in self.bs], "context_len": [float(c) for c in self.contexts],
-                           "seconds": self.grid["draft_step"]},
+            "verify": step_grid(spec_grid),
+            "decode": step_grid(dec_grid),
+            "draft_step": step_grid(self.grid["draft_step"]),
             # each row of the draft-step grid is one request's one token (topk 1)
             "draft_step_tokens_per_request": 1,
-            **({"verify_chain": {"x": [float(b) for b in self.bs], "context_len": [float(c) for c in self.contexts],
-                                 "seconds": chain}} if (chain := self.verify_chain_grid()) is not None else {}),
+            **({"verify_chain": step_grid(chain)} if chain is not None else {}),
             "verify_window": self.W,
             "verify_includes_draft": True,
             "eager_overhead_s": self.eager_overhead,

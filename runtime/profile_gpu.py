@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
 from specsched.runtime.profile_fit import attention_padding_fit, attention_tile_fit, issue_estimate
 from specsched.runtime.profile_harness import (
@@ -516,9 +515,8 @@ class GpuPhases(Harness):
                 bare[i][j] = statistics.median(without)
                 self.reps.setdefault("chain_verify", []).append(len(without))
                 bare_spread = max(bare_spread, _iqr_rel(without) if len(without) >= 4 else 0.0)
-                if len(diffs) >= 4:
-                    q1, q3 = np.percentile(diffs, [25, 75])
-                    spread = max(spread, min(float(q3 - q1) / d, 9.99) if d > 0 else 9.99)
+                if len(diffs) >= 4:   # relative to the median difference d; a non-positive d is all noise
+                    spread = max(spread, min(_iqr_rel(diffs), 9.99) if d > 0 else 9.99)
         self.grid["draft_step"], self.grid_spread["draft_step"] = g, spread
         if steps >= 1:
             self.grid["chain_verify"], self.grid_spread["chain_verify"] = bare, bare_spread

@@ -209,7 +209,7 @@ class Provenance:
                  f"{cfg.num_kv_heads} heads, MLP {cfg.intermediate_size}, vocab {cfg.vocab_size}), drafter "
                  f"{draft_preset(self.preset)} ({dcfg.num_layers} layers), {str(dev.dtype).removeprefix('torch.')}, "
                  f"random weights (runtime.model.LlamaProxy), DSpark-style block drafter in gpu.verify, window {W}; "
-                 "its one-token step in gpu.draft_step (chain drafters)")
+                 "as a chain drafter, its serial step in gpu.draft_step and its cycle without them in gpu.verify_chain")
         timing = ("CUDA/HIP timing events around each call on the forward stream" if dev.is_gpu
                   else "host perf_counter stamps around each call (CPU)")
 
@@ -279,10 +279,10 @@ class Provenance:
                  f"one runtime.model.ModelRunner.draft_step(rows, graph=True): the drafter {draft_preset(self.preset)} "
                  "over one token per request at its committed length (window 2 has no serial step to difference)")
                 + " (x = batch = tokens), the serial step a chain "
-                "drafter (eagle/mtp, topk 1) runs speculative_num_steps - 1 times per cycle. gpu.verify holds the "
-                f"block drafter's forward over 2 x {W} positions per request, where a chain drafter's draft extend "
-                f"runs over {W}: the two read the drafter's weights once, so they differ only where its token "
-                "work is compute-bound (large batches)")),
+                "drafter (eagle/mtp, topk 1) runs speculative_num_steps - 1 times per cycle, on top of "
+                + ("gpu.verify_chain (the chain cycle without them)" if "chain_verify" in self.grid else
+                   f"gpu.verify, which holds the block drafter's forward over 2 x {W} positions per request where a "
+                   f"chain drafter's draft extend runs over {W}"))),
             "gpu.draft_step_tokens_per_request": ("1: each row of gpu.draft_step is one request's one token "
                                                   f"(runtime/spec_cycle.py _draft_step_dev). [{env}]"),
             "gpu.eager_factor": (
