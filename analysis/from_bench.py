@@ -1383,22 +1383,21 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
                      if k in ("--dataset-offset", "--agentic-max-turns") else f"{AGENTIC_DATASET!r} or {MOONCAKE_DATASET!r}")
             raise ConfigError("<command line>", k, v, f"applies to a line with dataset_name {which} "
                               f"(this one is {run.args.get('dataset_name', '<missing>')!r})")
-    if mooncake:
+    if mooncake or agentic:
+        # a replayed trace's arrivals and lengths come from its file, not from these options
+        why = ("a mooncake line is rebuilt from its trace file (its timestamps and hash_ids; the lengths from the "
+               "details where it has them)" if mooncake else
+               "an agentic-trace line is rebuilt from its trace file only (conversation by conversation)")
         for opt, v, bad in (("--arrivals", arrivals, arrivals == "details"), ("--burstiness", burstiness, burstiness is not None),
                             ("--lengths", lengths, lengths == "details")):
             if bad:
-                raise ConfigError("<command line>", opt, v, "a mooncake line is rebuilt from its trace file (its "
-                                  f"timestamps and hash_ids; the lengths from the details where it has them): leave {opt} out")
+                raise ConfigError("<command line>", opt, v, f"{why}: leave {opt} out")
+    if mooncake:
         workload, wnotes, trace = _mooncake_workload(run, dataset_path, mooncake_num_rounds, mooncake_slowdown_factor,
                                                      num_conversations)
         tables = {"trace": trace}
         notes += wnotes
     elif agentic:
-        for opt, v, bad in (("--arrivals", arrivals, arrivals == "details"), ("--burstiness", burstiness, burstiness is not None),
-                            ("--lengths", lengths, lengths == "details")):
-            if bad:
-                raise ConfigError("<command line>", opt, v, "an agentic-trace line is rebuilt from its trace file only "
-                                  f"(conversation by conversation): leave {opt} out")
         workload, wnotes = _agentic_workload(run, dataset_path, dataset_offset, agentic_max_turns, num_conversations)
         tables: dict[str, pd.DataFrame] = {}
         notes += wnotes
