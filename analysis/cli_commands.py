@@ -350,14 +350,19 @@ def _plot_sweep(args: argparse.Namespace) -> int:
 
     path = Path(args.results_dirs[0])
     table = read_sweep(path)
-    summary = summarize_sweep(table, read_samples(path))
+    slos = parse_slos(getattr(args, "slo", None), known=sorted(set(table["metric"])))
+    summary = summarize_sweep(table, read_samples(path), metrics=_summary_metrics(slos))
     if summary.empty:
         raise ConfigError(str(path), "<runs>", 0, "the sweep has no finished run to plot")
     # ./plots, as for several runs (default_plot_dir): every figure of more than one run lands
     # there, one run's in its own folder
     out = Path(args.out) if args.out else Path("plots")
     stem = path.name[: -len(".parquet")] if path.name.endswith(".parquet") else path.stem
-    fig = plot_sweep(summary)
+    fig = plot_sweep(summary, slos=slos)
+    if slos:
+        from specsched.analysis.slo import slo_lines
+
+        print("\n".join(slo_lines(summary, slos)))
     before = figure_files(out)
     name = _slug(stem) if stem.startswith("sweep") else f"sweep_{_slug(stem)}"   # not sweep_sweep-x
     written = list(plots.save_figure(fig, out / name))
@@ -481,6 +486,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from specsched.analysis.sweep import SweepInterrupted, run_sweep
 
     grid = parse_grid(args.grid)
+    slos = parse_slos(args.slo)   # a typo in an objective fails before any run
     for key, values in grid.items():  # a typo fails here, with a suggestion, before any run
         if key != "arm":
             check_key(key, _CLI, values[0] if len(values) == 1 else values)
@@ -541,7 +547,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 128 + e.signum
     if differ:
         print(differ)
-    _print_sweep_summary(report.path, report.table)
+    _print_sweep_summary(report.path, report.table, slos)
     console.print(f"{report.path}: {report.ran} run(s) done now, {report.skipped} already there, "
                   f"{len(report.failed)} failed")
     for f in report.failed:
@@ -569,15 +575,40 @@ def sweep_defaults_differ(scenario: str, grid: dict[str, list[Any]], points: lis
     return format_differing(labelled, "grid points")
 
 
-def _print_sweep_summary(path: Path, table: Any) -> None:
-    """The sweep's summary table (one row per point, key metrics with CIs) on stdout."""
+def parse_slos(texts: list[str] | None, known: Any = None) -> list[Any]:
+    """``--slo`` values as :class:`analysis.slo.Slo` objects; ``known``: the metric names
+    allowed (default: bench_serving's metric keys and the sweep summary's key metrics).
+
+    Raises:
+        ConfigError: a malformed objective or an unknown metric.
+    """
+    if not texts:
+        return []
+    from specsched.analysis.slo import parse_slo
+    from specsched.analysis.sweep_summary import KEY_METRICS
+    from specsched.sim.bench_serving import METRIC_KEYS
+
+    known = list(known) if known is not None else list(dict.fromkeys([*METRIC_KEYS, *KEY_METRICS]))
+    return [parse_slo(t, known) for t in texts]
+
+
+def _summary_metrics(slos: list[Any]) -> list[str]:
+    """The sweep summary's metrics: the key metrics, then each objective's metric."""
+    from specsched.analysis.sweep_summary import KEY_METRICS
+
+    return list(dict.fromkeys([*KEY_METRICS, *(s.metric for s in slos)]))
+
+
+def _print_sweep_summary(path: Path, table: Any, slos: list[Any] | None = None) -> None:
+    """The sweep's summary table (one row per point, key metrics with CIs) on stdout, and
+    with ``slos`` which points meet them (:func:`analysis.slo.slo_lines`)."""
     from rich.console import Console
     from specsched.analysis.sweep_store import read_samples
     from specsched.analysis.sweep_summary import best_text, print_summary, summarize_sweep
 
     if table is None or not len(table):
         return
-    summary = summarize_sweep(table, read_samples(path))
+    summary = summarize_sweep(table, read_samples(path), metrics=_summary_metrics(slos or []))
     console = Console()
     if not console.is_terminal:  # piped or captured: do not squeeze the table
         console = Console(width=200)
@@ -585,6 +616,11 @@ def _print_sweep_summary(path: Path, table: Any) -> None:
     best = best_text(summary, table=table)
     if best:   # wrapped to the console's width as the table is; its brackets are not markup
         console.print(best, markup=False, highlight=False)
+    if slos:
+        from specsched.analysis.slo import slo_lines
+
+        for line in slo_lines(summary, slos):
+            console.print(line, markup=False, highlight=False)
     rejected = table[(table["metric"] == "requests_aborted") & (table["value"] > 0)]
     if len(rejected):   # a point whose server rejected requests reads faster over the rest
         print(f"warning: the server rejected requests at {rejected['point'].nunique()} point(s) (requests_aborted in "
@@ -610,6 +646,9 @@ def add_parsers(subparsers: Any) -> None:
                                                 "for several, plots/<a>_vs_<b>/ named after them; for a sweep "
                                                 "file, plots/)")
     p.add_argument("--log-x", action="store_true", help="logarithmic latency axes")
+    p.add_argument("--slo", action="append", default=[], metavar="METRIC<=BOUND",
+                   help="a sweep file: draw the objective's bound on its metric's panel and print which points "
+                        "meet it (repeatable; as sweep --slo)")
     p.set_defaults(func=cmd_plot)
 
     c = subparsers.add_parser("compare", help="run arms over seeds and compare them (bootstrap CIs)",
@@ -651,6 +690,11 @@ def add_parsers(subparsers: Any) -> None:
     s.add_argument("--workers", type=positive_int, default=None, metavar="N", help="local processes (default: CPU count)")
     s.add_argument("--no-resume", action="store_true", help="ignore and overwrite runs already in --out")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--slo", action="append", default=[], metavar="METRIC<=BOUND",
+                   help="a service-level objective on a run summary metric in bench_serving's units (repeatable), "
+                        "e.g. --slo p90_ttft_ms<=2000 --slo median_tpot_ms<=50: the summary says which points meet "
+                        "them, where along the swept parameter a metric crosses its bound, and the highest "
+                        "output_throughput among the points that meet them")
     s.add_argument("--max-requests", type=positive_int, default=None, metavar="N",
                    help="refuse workloads above N requests before running (default 2000000)")
     s.set_defaults(func=cmd_sweep)

@@ -297,7 +297,7 @@ def seeds_text(summary: pd.DataFrame) -> str:
     return f"{count}; band = 95% CI: of the mean, or seed bootstrap of the pooled percentile"
 
 
-def plot_sweep(summary: pd.DataFrame, x: str | None = None) -> Any:
+def plot_sweep(summary: pd.DataFrame, x: str | None = None, slos: Sequence[Any] = ()) -> Any:
     """Metric-vs-parameter lines of a sweep summary (:func:`summarize_sweep`).
 
     One panel per metric; ``x`` (default: the parameter with most values, numeric first) on
@@ -307,6 +307,7 @@ def plot_sweep(summary: pd.DataFrame, x: str | None = None) -> Any:
     policy) has no order between them: its points are markers with their intervals as error
     bars, side by side per combination, not joined by lines that would read as a trend. The
     value axis writes whole numbers (no offset such as "+1.5368e3" over ticks 0.015-0.055).
+    Each of ``slos`` (:class:`analysis.slo.Slo`) draws its bound on its metric's panel.
 
     Returns:
         A matplotlib Figure.
@@ -379,6 +380,10 @@ def plot_sweep(summary: pd.DataFrame, x: str | None = None) -> Any:
         ax.set_visible(False)
     if len(groups) > 1:
         axes.flat[0].legend(fontsize=8)
+    if slos:
+        from specsched.analysis.slo import draw_bounds
+
+        draw_bounds(dict(zip(metrics, axes.flat, strict=False)), slos)
     note = seeds_text(summary)
     if named:
         note = note.replace("confidence band", "error bar").replace("band = ", "bars = ")

@@ -1,0 +1,123 @@
+"""specsched.analysis.slo: service-level objectives over a sweep (which points meet them,
+where a metric crosses its bound along the swept parameter, the best point among those that
+meet them) and ``sweep --slo`` / ``plot SWEEP --slo`` on the command line."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from specsched.analysis.slo import Slo, crossing, judge_points, parse_slo, slo_lines
+from specsched.sim.errors import ConfigError
+
+from specsched.cli import main
+
+KNOWN = ["p90_ttft_ms", "median_tpot_ms", "output_throughput"]
+
+
+def _summary(rows):
+    """A sweep summary as summarize_sweep writes it, from (point, arm, rate, metric, value, lo, hi)."""
+    return pd.DataFrame([{"point": p, "arm": arm, "workload.request_rate": rate, "metric": m, "across_seeds": "mean",
+                          "value": v, "ci_low": lo, "ci_high": hi, "seeds": 3}
+                         for p, arm, rate, m, v, lo, hi in rows])
+
+
+RATE_SWEEP = _summary([
+    (0, "base", 2.0, "p90_ttft_ms", 400.0, 390.0, 410.0), (0, "base", 2.0, "output_throughput", 500.0, 490.0, 510.0),
+    (1, "base", 4.0, "p90_ttft_ms", 900.0, 880.0, 920.0), (1, "base", 4.0, "output_throughput", 1000.0, 990.0, 1010.0),
+    (2, "base", 8.0, "p90_ttft_ms", 2400.0, 2300.0, 2500.0), (2, "base", 8.0, "output_throughput", 1900.0, 1850.0, 1950.0),
+    (3, "fix", 2.0, "p90_ttft_ms", 300.0, 290.0, 310.0), (3, "fix", 2.0, "output_throughput", 500.0, 490.0, 510.0),
+    (4, "fix", 4.0, "p90_ttft_ms", 600.0, 580.0, 620.0), (4, "fix", 4.0, "output_throughput", 1000.0, 990.0, 1010.0),
+    (5, "fix", 8.0, "p90_ttft_ms", 1900.0, 1800.0, 2100.0), (5, "fix", 8.0, "output_throughput", 1950.0, 1900.0, 2000.0),
+])
+
+
+def test_an_objective_is_parsed_and_judged_in_the_metrics_unit():
+    slo = parse_slo("p90_ttft_ms <= 2000", KNOWN)
+    assert slo == Slo("p90_ttft_ms", "<=", 2000.0) and str(slo) == "p90_ttft_ms<=2000"
+    assert slo.met(2000.0) and not slo.met(2000.1) and not slo.met(float("nan"))
+    assert parse_slo("output_throughput>5e3", KNOWN).met(5001.0)
+    assert not parse_slo("output_throughput>5e3", KNOWN).met(5000.0)
+
+
+@pytest.mark.parametrize("text,why", [
+    ("p90_ttft<=2000", "unknown metric 'p90_ttft'"),
+    ("p90_ttft_ms=2000", "expected METRIC<=NUMBER"),
+    ("p90_ttft_ms<=two", "expected METRIC<=NUMBER"),
+    ("p90_ttft_ms<=inf", "finite"),
+])
+def test_a_bad_objective_is_one_line_naming_it(text, why):
+    with pytest.raises(ConfigError) as e:
+        parse_slo(text, KNOWN)
+    assert why in str(e.value) and text in str(e.value) and "\n" not in str(e.value)
+
+
+@given(x0=st.floats(0, 100), dx=st.floats(0.01, 100), v0=st.floats(-1e4, 1e4), dv=st.floats(-1e4, 1e4),
+       t=st.floats(0, 1))
+def test_the_crossing_lies_between_the_points_and_on_the_line_through_them(x0, dx, v0, dv, t):
+    """Invariant: for a bound between two values, the interpolated crossing lies between the
+    two points and the line through them takes the bound there; outside, it is NaN."""
+    x1, v1 = x0 + dx, v0 + dv
+    bound = v0 + t * dv
+    c = crossing(x0, v0, x1, v1, bound)
+    if dv == 0 or abs(dv) < 1e-9:
+        return
+    assert x0 - 1e-9 <= c <= x1 + 1e-9
+    assert math.isclose(v0 + (c - x0) / dx * dv, bound, rel_tol=1e-6, abs_tol=1e-6)
+    outside = max(v0, v1) + abs(dv) + 1.0
+    assert math.isnan(crossing(x0, v0, x1, v1, outside))
+
+
+def test_points_meet_objectives_by_their_value_over_seeds_and_the_interval_marks_undecided_ones():
+    verdict = judge_points(RATE_SWEEP, [Slo("p90_ttft_ms", "<=", 2000.0)])
+    assert [v.met for v in verdict.values()] == [True, True, False, True, True, True]
+    assert verdict[2].missed[0][1] == 2400.0
+    assert verdict[5].undecided and not verdict[4].undecided   # 2000 inside [1800, 2100]
+    missing = judge_points(RATE_SWEEP, [Slo("median_tpot_ms", "<=", 50.0)])
+    assert not any(v.met for v in missing.values())   # a metric no run has meets nothing
+
+
+def test_the_lines_walk_the_rate_per_arm_and_name_the_crossing_and_the_best_point_meeting_them():
+    lines = slo_lines(RATE_SWEEP, [Slo("p90_ttft_ms", "<=", 2000.0)])
+    text = "\n".join(lines)
+    assert lines[0] == "SLOs p90_ttft_ms<=2000: met at 5 of 6 point(s)"
+    assert "along workload.request_rate (arm=base): met at 4, 2" not in text
+    assert "along workload.request_rate (arm=base): met at 2, 4" in text
+    # base crosses 2000 between 4 (900) and 8 (2400): 4 + 4 x 1100 / 1500
+    assert "missed from workload.request_rate=8 after 4: p90_ttft_ms 900 -> 2,400 (bound 2000, crossed at ~6.933" in text
+    assert "along workload.request_rate (arm=fix): met at 2, 4, 8" in text
+    # the highest throughput is base at 8 (1,900 < fix's 1,950 anyway) but base at 8 misses
+    assert "highest output_throughput meeting them: arm=fix workload.request_rate=8, 1,950 tok/s" in text
+    assert "undecided by these seeds" in text and "arm=fix workload.request_rate=8" in text.split("undecided")[1]
+
+
+def test_a_sweep_with_an_objective_prints_the_verdict_and_the_plot_draws_the_bound(tmp_path, capsys):
+    out = tmp_path / "rate.parquet"
+    assert main(["sweep", "poisson8b-fixed", "--grid", "workload.request_rate=2,60", "--seeds", "1",
+                 "--set", "workload.num_requests=40", "--out", str(out), "--no-progress", "--workers", "1",
+                 "--slo", "median_tpot_ms<=1000", "--slo", "p90_ttft_ms<=0.001"]) == 0
+    text = capsys.readouterr().out
+    assert "SLOs median_tpot_ms<=1000, p90_ttft_ms<=0.001: met at 0 of 2 point(s)" in text
+    assert "p90_ttft_ms" in text.split("one row per point")[1].split("SLOs")[0]   # the objective's column is shown
+    assert main(["plot", str(out), "--slo", "median_tpot_ms<=1000", "--out", str(tmp_path / "plots")]) == 0
+    text = capsys.readouterr().out
+    assert "met at 2 of 2 point(s)" in text and "along workload.request_rate: met at 2, 60" in text
+    assert (tmp_path / "plots" / "sweep_rate.png").is_file()
+
+
+def test_a_bad_objective_stops_the_sweep_before_any_run(tmp_path, capsys):
+    out = tmp_path / "rate.parquet"
+    assert main(["sweep", "poisson8b-fixed", "--grid", "workload.request_rate=2,4", "--out", str(out),
+                 "--slo", "p90_ttft<=2000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--slo" in err and "unknown metric" in err
+    assert not out.exists()
+
+
+def test_a_sweep_over_names_lists_the_points_that_meet_the_objectives():
+    by_arm = RATE_SWEEP[RATE_SWEEP["workload.request_rate"] == 8.0]
+    lines = slo_lines(by_arm, [Slo("p90_ttft_ms", "<=", 2000.0)])
+    assert lines[:2] == ["SLOs p90_ttft_ms<=2000: met at 1 of 2 point(s)", "  met at: arm=fix"]
