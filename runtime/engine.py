@@ -260,8 +260,7 @@ the KV pool holds less."""
 def check_runnable(scenario: Scenario) -> None:
     """Refuse, in one line and before any model is built, a scenario whose features the
     runtime does not run (docs/runtime.md "Simulated only"): prefill-decode disaggregation,
-    an EAGLE draft tree (``speculative_eagle_topk`` > 1: the runtime's chain drafter runs
-    topk 1), DP attention over more than one rank (one device runs one rank), a multi-turn
+    DP attention over more than one rank (one device runs one rank), a multi-turn
     workload (the runtime's clients send single requests), and a
     request that can never fit the KV pool (:func:`sim.limits.check_pool`) or is longer than
     the server's context length (:func:`sim.limits.check_context`: ``server.context_length``,
@@ -278,11 +277,6 @@ def check_runnable(scenario: Scenario) -> None:
     if srv.disaggregation is not None:
         raise ConfigError(file, "server.disaggregation", "{...}",
                           "prefill-decode disaggregation is simulated only (one device runs one server)")
-    algo = srv.speculative_algorithm
-    if algo.enabled and not algo.is_block and (srv.speculative_eagle_topk or 1) > 1:
-        raise ConfigError(file, "server.speculative_eagle_topk", srv.speculative_eagle_topk,
-                          f"the runtime's {algo.value} drafter is a chain (topk 1): draft trees are simulated only; "
-                          "measure with speculative_eagle_topk: 1, or predict with specsched run")
     if srv.enable_dp_attention and srv.dp_size > 1:
         raise ConfigError(file, "server.dp_size", srv.dp_size,
                           "DP attention over more than one rank is simulated only: the runtime runs one rank on one "
@@ -410,6 +404,10 @@ class RuntimeEngine(LoopHost):
             self.runner = ModelRunner(target, self.dev, max_reqs=max_reqs, max_context=width, num_slots=slots,
                                       drafter=drafter, spec_window=self.window if drafter is not None else 1,
                                       drafter_kind="block" if srv.speculative_algorithm.is_block else "chain",
+                                      topk=(srv.speculative_eagle_topk or 1) if drafter is not None and
+                                      not srv.speculative_algorithm.is_block else 1,
+                                      num_steps=srv.speculative_num_steps if drafter is not None and
+                                      not srv.speculative_algorithm.is_block else None,
                                       ctx_buckets=ctx_buckets, bs_buckets=srv.graph_batch_sizes, external_kv=True,
                                       prefill_graph_tokens=self._prefill_buckets(graphs))
         self.preset = preset
@@ -482,7 +480,9 @@ class RuntimeEngine(LoopHost):
     # ------------------------------------------------------------------ state
     def _reset_run_state(self) -> None:
         srv = self.server
-        self.acceptance = AcceptanceModel(self.scenario.acceptance, self.window, self.seed,
+        # drawn at the accept window, as the simulator draws them: a draft tree verifies
+        # spec_window nodes but accepts at most num_steps drafts of one path
+        self.acceptance = AcceptanceModel(self.scenario.acceptance, srv.accept_window, self.seed,
                                           draft_tree(self.server))
         # every request's accept draws made here, off the clock: drawn lazily, a request's
         # first draw ran inside its first verify's launch call (AcceptanceModel.prepare says

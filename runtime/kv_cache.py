@@ -119,13 +119,17 @@ class ReqToTokenPool:
             (-1: none; the drafter's KV catch-up reads these).
         draft_next: ``[rows]`` a chain drafter's first draft token of the next cycle, which
             the draft extend after each verify proposes (EAGLE's ``topk_index``).
+        draft_topk / draft_logp: ``[rows, topk]`` a draft tree's K first drafts and their
+            log-probabilities (EAGLE's ``topk_index`` / ``topk_p``; ``topk`` > 1 only).
     Host attributes: ``reserved[row]`` positions mapped, ``len_bound[row]`` upper bound of
     ``seq_lens[row]`` (exact after extend/decode and forced-accept cycles).
     """
 
-    def __init__(self, max_reqs: int, max_context: int, num_slots: int, window: int, device: Device) -> None:
-        if max_reqs < 1 or max_context < 2 or num_slots < 2 or window < 1:
-            raise ValueError(f"bad pool sizes: max_reqs={max_reqs}, max_context={max_context}, num_slots={num_slots}, window={window}")
+    def __init__(self, max_reqs: int, max_context: int, num_slots: int, window: int, device: Device,
+                 topk: int = 1) -> None:
+        if max_reqs < 1 or max_context < 2 or num_slots < 2 or window < 1 or topk < 1:
+            raise ValueError(f"bad pool sizes: max_reqs={max_reqs}, max_context={max_context}, num_slots={num_slots}, "
+                             f"window={window}, topk={topk}")
         dev = device.torch_device
         self.device = device
         self.max_context = max_context
@@ -138,6 +142,8 @@ class ReqToTokenPool:
         self.prev_start = torch.zeros(rows, dtype=torch.int64, device=dev)
         self.prev_accept = torch.full((rows,), -1, dtype=torch.int64, device=dev)
         self.draft_next = torch.zeros(rows, dtype=torch.int64, device=dev)
+        self.draft_topk = torch.zeros(rows, topk, dtype=torch.int64, device=dev) if topk > 1 else None
+        self.draft_logp = torch.zeros(rows, topk, dtype=torch.float32, device=dev) if topk > 1 else None
         self.free_slots = torch.arange(1, num_slots, dtype=torch.int64, device=dev)
         self.num_free_slots = num_slots - 1
         self._free_rows = list(range(max_reqs, 0, -1))
@@ -293,4 +299,7 @@ class ReqToTokenPool:
         self.prev_start.select(0, PAD_ROW).fill_(0)
         self.prev_accept.select(0, PAD_ROW).fill_(-1)
         self.draft_next.select(0, PAD_ROW).fill_(0)
+        if self.draft_topk is not None and self.draft_logp is not None:
+            self.draft_topk.select(0, PAD_ROW).fill_(0)
+            self.draft_logp.select(0, PAD_ROW).fill_(0)
 

@@ -27,7 +27,7 @@ from specsched.runtime.layers import (
     position_mask,
 )
 from specsched.runtime.prefill_graph import PiecewiseExtend
-from specsched.runtime.spec_cycle import SpecCycle, StepOut
+from specsched.runtime.spec_cycle import SpecCycle, StepOut, draft_tree_shape
 
 
 @dataclass(slots=True)
@@ -135,10 +135,15 @@ class ModelRunner(SpecCycle):
         num_slots: KV slots (default ``max_reqs * max_context + 1``).
         drafter: the drafter (same class, typically fewer layers; same vocab).
         drafter_kind: ``"block"`` (DSpark/DFlash: one parallel forward per cycle) or
-            ``"chain"`` (EAGLE/MTP with topk 1: serial one-token steps and a draft extend
-            after the verify); see :mod:`runtime.spec_cycle`.
+            ``"chain"`` (EAGLE/MTP: serial draft steps and a draft extend after the
+            verify; a draft tree with ``topk`` > 1); see :mod:`runtime.spec_cycle`.
         spec_window: verify window W = gamma + 1 (>= 2 for speculative cycles; a chain
-            drafter's ``speculative_num_draft_tokens`` = ``speculative_num_steps + 1``).
+            drafter's ``speculative_num_draft_tokens`` = ``speculative_num_steps + 1``, a
+            tree's ``speculative_num_draft_tokens`` nodes).
+        topk: a chain drafter's ``speculative_eagle_topk`` (K > 1: a draft tree of
+            ``spec_window`` nodes, :func:`runtime.spec_cycle.draft_tree_shape`).
+        num_steps: a tree's ``speculative_num_steps`` (its depth; default ``spec_window - 1``,
+            the chain's).
         attn_impl: ``"sdpa"`` or ``"explicit"``.
         mask_token: the drafter's mask token id (default ``vocab - 1``).
         bs_buckets / ctx_buckets: graph buckets (defaults: SGLang-like bs list up to
@@ -154,7 +159,8 @@ class ModelRunner(SpecCycle):
 
     Raises:
         ValueError: drafter vocab differs from the target's; a drafter with
-            ``spec_window < 2``; an unknown ``drafter_kind``.
+            ``spec_window < 2``; an unknown ``drafter_kind``; ``topk`` > 1 without a chain
+            drafter, or ``topk`` / ``num_steps`` < 1.
     """
 
     def __init__(
@@ -168,6 +174,8 @@ class ModelRunner(SpecCycle):
         drafter: LlamaProxy | None = None,
         drafter_kind: Literal["block", "chain"] = "block",
         spec_window: int = 1,
+        topk: int = 1,
+        num_steps: int | None = None,
         attn_impl: AttnImpl = "sdpa",
         mask_token: int | None = None,
         bs_buckets: Sequence[int] | None = None,
@@ -182,20 +190,34 @@ class ModelRunner(SpecCycle):
                 raise ValueError("a drafter needs spec_window >= 2 (gamma >= 1)")
         if drafter_kind not in ("block", "chain"):
             raise ValueError(f"drafter_kind must be 'block' or 'chain', got {drafter_kind!r}")
+        if topk < 1 or (num_steps is not None and num_steps < 1):
+            raise ValueError(f"topk and num_steps must be >= 1, got {topk}, {num_steps}")
+        if topk > 1 and (drafter is None or drafter_kind != "chain"):
+            raise ValueError("a draft tree (topk > 1) needs a chain drafter")
         self.target = target
         self.drafter = drafter
         self.chain = drafter is not None and drafter_kind == "chain"
         self.device = device
         self.window = spec_window
         self.gamma = spec_window - 1
+        self.topk = topk
+        self.tree = draft_tree_shape(num_steps or spec_window - 1, spec_window) if topk > 1 else None
+        # the most drafts one cycle accepts: a tree's spine, else every draft
+        self.accept_max = self.tree.spine if self.tree is not None else self.gamma
         self.attn_impl = attn_impl
         target.attn_impl = attn_impl
         if drafter is not None:
             drafter.attn_impl = attn_impl
         self.mask_token = target.cfg.vocab_size - 1 if mask_token is None else mask_token
         slots = num_slots if num_slots is not None else max_reqs * max_context + 1
-        self.pool = ReqToTokenPool(max_reqs, max_context, slots, spec_window, device)
+        self.pool = ReqToTokenPool(max_reqs, max_context, slots, spec_window, device, topk=topk)
         dev, dt = device.torch_device, target.dtype
+        # the tree's static shape on the device, made here: a tensor first made during a
+        # graph capture holds garbage until replay
+        self.tree_anc = (torch.tensor(self.tree.ancestors(), dtype=torch.bool, device=dev)
+                         if self.tree is not None else None)
+        self.tree_depth = (torch.tensor(self.tree.depth, dtype=torch.int64, device=dev)
+                           if self.tree is not None else None)
         self.kv = KVBuffers(target.cfg, slots, dev, dt)
         self.draft_kv = KVBuffers(drafter.cfg, slots, dev, drafter.dtype) if drafter is not None else None
         self.bs_buckets = list(bs_buckets) if bs_buckets else default_bs_buckets(max_reqs)
@@ -384,6 +406,10 @@ class ModelRunner(SpecCycle):
         # a chain drafter's first draft: the target's first token stands in for what the
         # draft extend over the prompt proposes (the proxy's weights are random)
         pool.draft_next[r] = torch.where(comp, nxt, pool.draft_next[r])
+        if pool.draft_topk is not None and pool.draft_logp is not None:
+            # a tree's K first drafts: the same token K times, equal scores
+            pool.draft_topk[r] = torch.where(comp[:, None], nxt[:, None], pool.draft_topk[r])
+            pool.draft_logp[r] = torch.where(comp[:, None], 0.0, pool.draft_logp[r])
         for row, p, e in zip(rows, prefix_lens, extend_lens, strict=True):
             pool.len_bound[row] = p + e
         logits = self.target.compute_logits(hidden) if return_logits else None

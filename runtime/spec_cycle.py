@@ -10,7 +10,17 @@ Two drafter kinds, as SGLang 0.5.23 runs them:
   speculative/eagle_worker_v2.py): the first draft comes from the previous cycle's draft
   extend, ``speculative_num_steps - 1`` serial one-token drafter forwards propose the rest
   (``draft_forward``), and after the verify the draft extend runs the drafter over the
-  verified window (``_draft_extend_for_decode``). Trees (topk > 1) are simulated only.
+  verified window (``_draft_extend_for_decode``).
+- **tree** (the same drafters with ``speculative_eagle_topk`` K > 1): each serial step runs
+  the drafter over the K branches a request keeps (one query group of K over its prefix),
+  keeps the K best of their K x K continuations by cumulative log-probability
+  (``select_top_k_tokens``), the target verifies ``speculative_num_draft_tokens`` tree
+  nodes under a tree mask (``TARGET_VERIFY`` with the tree's custom mask), one root-to-leaf
+  path of at most ``speculative_num_steps`` drafts is accepted, and the draft extend runs
+  over the tree's width as the chain's over its window. The proxy's tree has a fixed shape
+  (:func:`draft_tree_shape`: the best path as its spine, the other nodes as siblings along
+  it), since random weights make every tree's content arbitrary; its cost is a tree's of
+  that many nodes.
 
 Random weights accept nothing, so :meth:`SpecCycle.spec_cycle` takes ``forced_accept``
 (SGLang's SGLANG_SIMULATE_ACC_LEN): every draft/verify kernel still runs, only the
@@ -30,6 +40,84 @@ from specsched.runtime.layers import AttnBatch, LlamaProxy, position_mask
 if TYPE_CHECKING:
     from specsched.runtime.device import Device
     from specsched.runtime.kv_cache import KVBuffers
+
+
+@dataclass(frozen=True, slots=True)
+class TreeShape:
+    """The fixed shape of the proxy's draft tree (host lists; the runner keeps device copies).
+
+    Node 0 is the root (the last committed token); nodes ``1 .. spine`` form the spine,
+    each the child of the one before (the path a verify can accept); the other nodes hang
+    off the spine as siblings, node j at ``depth[j]`` under spine node ``depth[j] - 1``.
+
+    Attributes:
+        parent: ``[N]`` parent node of each node (-1 for the root).
+        depth: ``[N]`` depth of each node (its rope position is n + depth).
+        spine: the spine's length, ``min(num_steps, N - 1)``: the most drafts one verify
+            can accept.
+    """
+
+    parent: tuple[int, ...]
+    depth: tuple[int, ...]
+    spine: int
+
+    def ancestors(self) -> list[list[bool]]:
+        """``[N][N]``: ``a[j][i]`` is True when node i is node j or one of its ancestors
+        (what node j's query may see of the tree in the verify)."""
+        n = len(self.parent)
+        out = [[False] * n for _ in range(n)]
+        for j in range(n):
+            i = j
+            while i >= 0:
+                out[j][i] = True
+                i = self.parent[i]
+        return out
+
+
+def draft_tree_shape(num_steps: int, num_draft_tokens: int) -> TreeShape:
+    """The proxy's draft tree of ``num_draft_tokens`` nodes and depth at most ``num_steps``.
+
+    SGLang builds each request's tree from the top ``num_draft_tokens - 1`` of its scored
+    candidates (speculative/eagle_utils.py ``build_tree_kernel_efficient`` over
+    ``organize_draft_results``): the best path runs to the full depth and the rest are the
+    next-best continuations along it. Here: a spine of ``min(num_steps, N - 1)`` drafts
+    and the remaining nodes as siblings of the spine, spread over depths 1..spine in turn.
+
+    Raises:
+        ValueError: ``num_steps`` < 1 or ``num_draft_tokens`` < 2.
+    """
+    if num_steps < 1 or num_draft_tokens < 2:
+        raise ValueError(f"a draft tree needs num_steps >= 1 and num_draft_tokens >= 2, got {num_steps}, {num_draft_tokens}")
+    spine = min(num_steps, num_draft_tokens - 1)
+    parent, depth = [-1], [0]
+    for j in range(1, spine + 1):
+        parent.append(j - 1)
+        depth.append(j)
+    for k in range(num_draft_tokens - 1 - spine):
+        d = 1 + k % spine
+        parent.append(d - 1)
+        depth.append(d)
+    return TreeShape(tuple(parent), tuple(depth), spine)
+
+
+def tree_mask(shape_anc: torch.Tensor, n: torch.Tensor, context: int) -> torch.Tensor:
+    """``[B, 1, N, C]`` bool verify mask of a draft tree: node j of request b (written at
+    key position ``n[b] + j``) sees the request's committed prefix (positions below
+    ``n[b]``), key position 0 (as :func:`layers.position_mask`) and the tree nodes that are
+    itself or its ancestors (``shape_anc[j, i]``), nothing else.
+
+    Args:
+        shape_anc: ``[N, N]`` bool, :meth:`TreeShape.ancestors` on the device.
+        n: ``[B]`` int64 committed lengths.
+        context: C, the attention width.
+    """
+    nodes = shape_anc.shape[0]
+    kp = torch.arange(context, device=n.device)
+    rel = kp[None, :] - n[:, None]                                   # [B, C]
+    in_tree = (rel >= 0) & (rel < nodes)
+    tree = shape_anc[:, rel.clamp(0, nodes - 1)].permute(1, 0, 2)    # [B, N, C]
+    seen = (rel < 0) | (kp == 0)[None, :]
+    return (seen[:, None, :] | (in_tree[:, None, :] & tree)).unsqueeze(1)
 
 
 @dataclass(slots=True)
@@ -82,6 +170,11 @@ class SpecCycle:
     mask_token: int
     external_kv: bool
     chain: bool
+    topk: int
+    accept_max: int
+    tree: TreeShape | None
+    tree_anc: torch.Tensor | None
+    tree_depth: torch.Tensor | None
 
     # ------------------------------------------------------------- device steps
     def _uniform_attn(self, rows_t: torch.Tensor, q_pos: torch.Tensor, out_loc: torch.Tensor, ctx: int) -> AttnBatch:
@@ -220,7 +313,79 @@ class SpecCycle:
         attn = self._uniform_attn(rows_t, torch.where(ok, pos, -1), loc, ctx)
         hidden = self.drafter(ids, pos.reshape(-1), attn, self.draft_kv).view(b, w, -1)
         last = hidden.gather(1, accept.view(b, 1, 1).expand(b, 1, hidden.shape[-1])).reshape(b, hidden.shape[-1])
-        pool.draft_next[rows_t] = torch.argmax(self.drafter.compute_logits(last), dim=-1)
+        logits = self.drafter.compute_logits(last)
+        if self.tree is None:
+            pool.draft_next[rows_t] = torch.argmax(logits, dim=-1)
+            return
+        # a tree's next cycle starts from the K best first drafts and their log-probs
+        # (eagle_worker_v2.py: the draft extend's topk_p / topk_index)
+        lp, ids = torch.log_softmax(logits.float(), dim=-1).topk(self.topk, dim=-1)
+        pool.draft_topk[rows_t] = ids
+        pool.draft_logp[rows_t] = lp
+        pool.draft_next[rows_t] = ids[:, 0]
+
+    def _tree_draft_dev(self, rows_t: torch.Tensor, ctx: int, steps: bool = True) -> torch.Tensor:
+        """A draft tree's draft phase (speculative/eagle_worker_v2.py ``draft_forward`` with
+        topk K > 1): ``[B, N - 1]`` draft tokens in the order of :attr:`tree`'s nodes.
+
+        Step i runs the drafter over the K tokens each request keeps, at rope position
+        n + i, as one query group of K over the request's prefix; the K x K continuations
+        (log-softmax top K of each) are scored by cumulative log-probability and the best K
+        kept (``select_top_k_tokens``). The tree takes the best kept token of each step as
+        its spine and the best-scored candidates of all steps as the other nodes
+        (``build_tree_kernel_efficient``'s top ``N - 1``). The branches' draft KV is not
+        kept: they attend the prefix only (SGLang gives each branch its own slots, so a
+        step also reads the at most ``num_steps - 1`` branch tokens above it).
+        ``steps=False`` skips the serial steps (the profiler's cycle without them).
+        """
+        assert self.drafter is not None and self.draft_kv is not None and self.tree is not None
+        pool, k, tree = self.pool, self.topk, self.tree
+        tok = pool.draft_topk[rows_t]                       # [B, K]
+        b = tok.shape[0]
+        if not steps:
+            return tok[:, :1].expand(-1, len(tree.parent) - 1).contiguous()
+        score = pool.draft_logp[rows_t]
+        cand_tok, cand_score, spine = [tok], [score], [tok[:, 0]]
+        n = pool.seq_lens[rows_t]
+        q_pos = (n - 1)[:, None].expand(b, k)
+        pad = torch.full((b * k,), PAD_SLOT, dtype=torch.int64, device=tok.device)
+        for i in range(tree.spine - 1):
+            attn = self._uniform_attn(rows_t, q_pos, pad, ctx)
+            rope = (n + i)[:, None].expand(b, k).reshape(-1)
+            hidden = self.drafter(tok.reshape(-1), rope, attn, self.draft_kv)
+            lp, ids = torch.log_softmax(self.drafter.compute_logits(hidden).float(), dim=-1).topk(k, dim=-1)
+            total = (score[:, :, None] + lp.view(b, k, k)).view(b, k * k)
+            score, best = total.topk(k, dim=-1)
+            tok = ids.view(b, k * k).gather(1, best)
+            cand_tok.append(ids.view(b, k * k))
+            cand_score.append(total)
+            spine.append(tok[:, 0])
+        drafts = torch.stack(spine, 1)
+        extra = len(tree.parent) - 1 - tree.spine
+        if extra:
+            all_score, all_tok = torch.cat(cand_score, 1), torch.cat(cand_tok, 1)
+            top = all_score.topk(min(extra, all_score.shape[1]), dim=-1).indices
+            more = all_tok.gather(1, top)
+            if more.shape[1] < extra:   # fewer candidates than nodes: repeat (the shape is what costs)
+                more = more.repeat(1, -(-extra // more.shape[1]))[:, :extra]
+            drafts = torch.cat([drafts, more], 1)
+        return drafts
+
+    def _tree_verify_dev(self, rows_t: torch.Tensor, window: torch.Tensor, ctx: int) -> torch.Tensor:
+        """The target over a draft tree's ``N`` nodes (``[B, N]`` tokens, root first) under
+        the tree mask (:func:`tree_mask`): node j's KV at key position n + j, its rope
+        position n + depth(j). Returns ``[B, N]`` greedy tokens (node j's prediction of
+        its child)."""
+        assert self.tree_anc is not None and self.tree_depth is not None
+        b, w = window.shape
+        n = self.pool.seq_lens[rows_t]
+        key_pos = n[:, None] + self._arange(w)[None, :]
+        loc = self.pool.req_to_token[rows_t[:, None], key_pos]
+        attn = AttnBatch(slots=self.pool.req_to_token[rows_t, :ctx], mask=tree_mask(self.tree_anc, n, ctx),
+                         out_loc=loc.reshape(-1), q_index=None, tok_index=None, batch=b, q_len=w)
+        rope = (n[:, None] + self.tree_depth[None, :]).reshape(-1)
+        hidden = self.target(window.reshape(-1), rope, attn, self.kv)
+        return torch.argmax(self.target.compute_logits(hidden).view(b, w, -1), dim=-1)
 
     def _spec_dev(self, rows_t: torch.Tensor, ctx: int, forced: torch.Tensor | None, steps: bool = True,
                   chain: bool | None = None) -> StepOut:
@@ -228,17 +393,25 @@ class SpecCycle:
         b = rows_t.shape[0]
         anchor = pool.last_token[rows_t]
         chain = self.chain if chain is None else chain and self.drafter is not None
+        tree = chain and self.tree is not None
         if self.drafter is None:
             drafts = torch.full((b, g), self.mask_token, dtype=anchor.dtype, device=anchor.device)
+        elif tree:
+            drafts = self._tree_draft_dev(rows_t, ctx, steps)
         elif chain:
             drafts = self._chain_draft_dev(rows_t, ctx, steps)
         else:
             drafts = self._draft_dev(rows_t, ctx)
         window = torch.cat([anchor[:, None], drafts], 1)
-        greedy = self._verify_dev(rows_t, window, ctx, want_logits=False).greedy
-        accept = (drafts == greedy[:, :g]).long().cumprod(1).sum(1)
+        if tree:
+            greedy = self._tree_verify_dev(rows_t, window, ctx)
+        else:
+            greedy = self._verify_dev(rows_t, window, ctx, want_logits=False).greedy
+        # the accepted path: drafts 1 .. accept_max in a row (a tree's spine)
+        m = self.accept_max
+        accept = (drafts[:, :m] == greedy[:, :m]).long().cumprod(1).sum(1)
         if forced is not None:
-            accept = forced.clamp(0, g)
+            accept = forced.clamp(0, m)
         bonus = greedy.gather(1, accept[:, None]).squeeze(1)
         j = self._arange(self.window)[None, :]
         tokens = torch.cat([drafts, bonus[:, None]], 1)
@@ -371,7 +544,8 @@ class SpecCycle:
             forced = self.device.h2d(forced_accept) if forced_accept is not None else None
             out = self._spec_dev(self.device.h2d(rows), ctx, forced, steps, chain)
         for i, r in enumerate(rows):
-            self.pool.len_bound[r] += (min(max(forced_accept[i], 0), self.gamma) + 1) if forced_accept is not None else self.window
+            self.pool.len_bound[r] += (min(max(forced_accept[i], 0), self.accept_max) + 1 if forced_accept is not None
+                                       else self.accept_max + 1)
         return out
 
     @torch.no_grad()

@@ -234,15 +234,12 @@ def _small_yaml(tmp_path, server: str = "") -> str:
 
 @pytest.mark.parametrize("command", ["measure", "validate"])
 @pytest.mark.parametrize("sets, key, value", [
-    (["server.speculative_algorithm=eagle", "server.speculative_num_steps=2", "server.speculative_eagle_topk=2",
-      "server.speculative_num_draft_tokens=4"], "server.speculative_eagle_topk", "2"),
     (["server.enable_dp_attention=true", "server.dp_size=2"], "server.dp_size", "2"),
 ])
 def test_simulated_only_features_are_refused_in_one_line(tmp_path, capsys, command, sets, key, value):
-    """docs/runtime.md "Simulated only": an EAGLE draft tree (the runtime's chain drafter
-    runs topk 1); DP attention over 2 ranks was measured as one rank against a 2-rank
-    prediction. Both are refused before any work: one line naming the file, key and value,
-    exit 2, nothing written."""
+    """docs/runtime.md "Simulated only": DP attention over 2 ranks was measured as one rank
+    against a 2-rank prediction. It is refused before any work: one line naming the file,
+    key and value, exit 2, nothing written."""
     from specsched.cli import main
 
     sc = _small_yaml(tmp_path)
@@ -373,6 +370,11 @@ def test_a_chain_drafter_is_measured(tmp_path, capsys):
     from specsched.cli import main
 
     sc = _small_yaml(tmp_path)
+    out = tmp_path / "tree"   # an EAGLE draft tree (topk > 1), simulated only before too
+    assert main(["measure", sc, "--device", "cpu", "--preset", "tiny", "-q", "--out", str(out),
+                 "--set", "server.speculative_algorithm=eagle", "--set", "server.speculative_num_steps=2",
+                 "--set", "server.speculative_eagle_topk=2", "--set", "server.speculative_num_draft_tokens=4"]) == 0
+    assert json.loads((out / "summary.json").read_text())["total_output_tokens"] == 6
     for algo in ("eagle", "mtp"):
         out = tmp_path / algo
         assert main(["measure", sc, "--device", "cpu", "--preset", "tiny", "-q", "--out", str(out),
