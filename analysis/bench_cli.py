@@ -419,6 +419,13 @@ def _scenario_for(args: argparse.Namespace, run: Any, workdir: Path) -> tuple[An
                               "applies to a scenario built from the line, not with --scenario (whose workload sets "
                               "the arrivals): leave out --scenario, or write one with `specsched scenario from-bench "
                               "FILE --arrivals details`")
+        from specsched.analysis.from_bench import TRACE_OPTIONS
+
+        for k, v in agentic_args(args).items():   # likewise ignored: the scenario's workload is the replay
+            if v is not None:
+                raise ConfigError("<command line>", TRACE_OPTIONS[k], v, "applies to a scenario built from the line, "
+                                  "not with --scenario (whose workload sets the trace and its replay): leave out "
+                                  f"--scenario, or build one with `specsched scenario from-bench FILE {TRACE_OPTIONS[k]} ...`")
         return load_scenario_with_overrides(args.scenario, args.arm, args.set or None), None
     if not args.profile:
         raise ConfigError("<command line>", "--scenario/--profile", "<missing>", "give --scenario S, or --profile P to build the scenario from the line")
@@ -703,7 +710,8 @@ def validate_measured(args: argparse.Namespace) -> int:
                             arm=args.arm, set=args.set, seeds=args.seeds, seed=args.seed, lengths="args",
                             arrivals=getattr(args, "arrivals", None), out=args.out, plot=args.plot, log_x=args.log_x,
                             **{k: getattr(args, k, None) for k in ("dataset_path", "dataset_offset",
-                                                                    "agentic_max_turns", "num_prompts")})
+                                                                    "agentic_max_turns", "num_prompts",
+                                                                    "mooncake_num_rounds", "mooncake_slowdown_factor")})
     return cmd_validate_bench(ns)
 
 

@@ -352,14 +352,27 @@ def cases_from_runs(runs: Sequence[Any], profile: str, template: str | None, wor
         ConfigError: ``arrivals`` is ``details`` and a line has no send times, or a line
             cannot be turned into a scenario (:func:`analysis.from_bench.scenario_from_bench`).
     """
-    from specsched.analysis.from_bench import scenario_from_bench, write_scenario
+    from specsched.analysis.from_bench import (
+        TRACE_OPTIONS,
+        scenario_from_bench,
+        trace_option_datasets,
+        trace_options_for,
+        write_scenario,
+    )
     from specsched.analysis.overrides import load_scenario_with_overrides
 
+    agentic = agentic or {}
+    for k, v in agentic.items():   # each line takes the options of its own dataset; one no line takes is refused
+        if v is not None and runs and not any(r.args.get("dataset_name") in trace_option_datasets(k) for r in runs):
+            names = sorted({str(r.args.get("dataset_name", "<missing>")) for r in runs})
+            raise ConfigError("<command line>", TRACE_OPTIONS[k], v, "applies to a line with dataset_name "
+                              f"{' or '.join(map(repr, trace_option_datasets(k)))} (the runs' are "
+                              f"{', '.join(map(repr, names))})")
     out = []
     for i, run in enumerate(runs):
         mode = "details" if replays(run, arrivals) else "rate"
         sc, tables = scenario_from_bench(run, profile, template=template, name=f"fit{i}", arrivals=mode,
-                                         **(agentic or {}), state_with="--scenario-template")
+                                         **trace_options_for(run, agentic), state_with="--scenario-template")
         path = write_scenario(sc, tables, workdir / f"fit{i}.yaml")[0]
         out.append(FitCase(run, load_scenario_with_overrides(path, overrides=overrides)))
     return out
@@ -1441,7 +1454,7 @@ def default_fit_metrics(runs: Sequence[Any]) -> list[str]:
     return list(FIT_METRICS)
 
 
-def fit_runs(specs: list[str], arrivals: str = "auto") -> list[Any]:
+def fit_runs(specs: list[str], arrivals: str = "auto", trace: dict[str, Any] | None = None) -> list[Any]:
     """The runs ``calibrate --from`` fits, read from ``FILE[:LINE]`` specs.
 
     A run named by its line must have been measured (:func:`sim.bench_serving.require_measured`).
@@ -1454,7 +1467,12 @@ def fit_runs(specs: list[str], arrivals: str = "auto") -> list[Any]:
     the trace nor their send times: :func:`analysis.from_bench.replay_refusal`; a results file
     that held one among rate runs was refused whole, with advice to write a trace workload, which
     a fit cannot take; a ``mooncake`` line named by FILE:LINE, or a file of only such lines, is
-    built from ``--dataset-path`` as ``scenario from-bench`` builds it). A file with no run left is still refused. A run read
+    built from ``--dataset-path`` as ``scenario from-bench`` builds it). With the trace given
+    (``trace``: :func:`analysis.bench_cli.agentic_args`, its ``dataset_path`` set) a file's
+    ``mooncake`` lines are fitted too, each rebuilt from that trace (they were left out whatever
+    the command line gave); two or more such lines get one ``warning:`` line, since the slowdown
+    factor and rounds given apply to all of them and no line writes its own.
+    A file with no run left is still refused. A run read
     twice (equal arguments and figures: one file compressed two ways, a line named and its
     file given whole) is fitted once, with a ``warning:`` line.
 
@@ -1462,11 +1480,20 @@ def fit_runs(specs: list[str], arrivals: str = "auto") -> list[Any]:
         ConfigError: as :func:`sim.bench_serving.read_bench`; a named run, or every run of a
             file, with ``completed`` 0.
     """
-    from specsched.analysis.from_bench import replay_refusal
+    from specsched.analysis.from_bench import MOONCAKE_DATASET, replay_refusal
     from specsched.sim.bench_serving import read_bench, require_measured, split_spec, warn_notes
 
+    traced = bool((trace or {}).get("dataset_path"))
+
     def refusal(r: Any) -> Any:
-        return None if replays(r, arrivals) else replay_refusal(r)
+        if replays(r, arrivals):
+            return None
+        if r.args.get("dataset_name") == MOONCAKE_DATASET:   # rebuilt from the trace given (scenario_from_bench)
+            return None if traced else ConfigError(
+                r.source, "dataset_name", MOONCAKE_DATASET, "a Mooncake trace replay, rebuilt from the trace it read, "
+                "which the line does not name: give it with --dataset-path TRACE.jsonl (and the run's "
+                "--mooncake-num-rounds / --mooncake-slowdown-factor where not the defaults) to fit this line")
+        return replay_refusal(r)
 
     out = []
     seen: dict[str, str] = {}   # a run's arguments and figures -> where it was first read
@@ -1496,6 +1523,13 @@ def fit_runs(specs: list[str], arrivals: str = "auto") -> list[Any]:
                 continue
             seen[key] = r.source
             out.append(r)
+    mooncake = [r.source for r in out if r.args.get("dataset_name") == MOONCAKE_DATASET]
+    if len(mooncake) > 1:
+        t = trace or {}
+        print(f"warning: {', '.join(mooncake)}: mooncake lines, each rebuilt from {t.get('dataset_path')} at "
+              f"--mooncake-slowdown-factor {t.get('mooncake_slowdown_factor') or 1.0:g} and --mooncake-num-rounds "
+              f"{t.get('mooncake_num_rounds') or 1} (no line writes its own): where the runs differed in these, fit "
+              "them in separate calls", file=sys.stderr)
     _say_running_accept_lengths(out)
     return out
 
@@ -1548,7 +1582,7 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
     if not params:   # "$PARAMS" unset: a fit of no factor ended in a numpy traceback after its first evaluation
         raise ConfigError("<command line>", "--params", args.params, "expected a comma-separated list of prefill, "
                           "decode, host, idle_lead or dotted profile keys")
-    runs = fit_runs(args.from_files, args.arrivals)
+    runs = fit_runs(args.from_files, args.arrivals, agentic_args(args))
     from specsched.analysis.bench_cli import refuse_out_over_inputs
     from specsched.sim.bench_serving import split_spec
     from specsched.sim.profile import resolve_profile_path
@@ -1604,17 +1638,27 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
                 print(f"warning: {args.server_log}: no decode line times a pure decode step ({why}): the fit uses "
                       "the runs alone", file=sys.stderr)
                 samples = None
-        n_replay = sum(c.scenario.workload.kind == "trace" for c in cases)
+        from specsched.analysis.from_bench import MOONCAKE_DATASET
+
+        mooncake = sum(c.run.args.get("dataset_name") == MOONCAKE_DATASET for c in cases)
+        n_replay = sum(c.scenario.workload.kind == "trace" for c in cases) - mooncake
         n_loop = sum(closed_loop_sends(c.run) and c.scenario.workload.kind != "trace" for c in cases)
         loops = (f" ({n_loop} concurrency run(s) as the closed loops they were: their send times are slot "
                  "releases, not arrivals)" if n_loop else "")
-        if n_replay == len(cases):
-            print(f"arrivals: all {n_replay} runs replay their own send times")
-        elif n_replay == 0:
-            print(f"arrivals: all {len(cases)} runs draw at their rate{loops}")
+        if mooncake:   # sent at the trace's timestamps, neither the line's send times nor its rate
+            print(f"arrivals: {mooncake} mooncake run(s) at the trace's timestamps ({args.dataset_path})")
+            cases_rest = len(cases) - mooncake
         else:
-            print(f"arrivals: {n_replay} of {len(cases)} runs replay their own send times, the others draw at "
-                  f"their rate{loops}")
+            cases_rest = len(cases)
+        if not cases_rest:
+            pass
+        elif n_replay == cases_rest:
+            print(f"arrivals: all {n_replay} {'other ' if mooncake else ''}runs replay their own send times")
+        elif n_replay == 0:
+            print(f"arrivals: all {cases_rest} {'other ' if mooncake else ''}runs draw at their rate{loops}")
+        else:
+            print(f"arrivals: {n_replay} of {cases_rest} {'other ' if mooncake else ''}runs replay their own send "
+                  f"times, the others draw at their rate{loops}")
 
         best: list[Any] = []   # (loss, factors) of the lowest loss so far
         started = time.perf_counter()

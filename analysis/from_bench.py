@@ -503,6 +503,33 @@ def failed_note(sent: int, ok: int, rate: float) -> str:
 
 AGENTIC_DATASET = "agentic-trace"
 
+TRACE_OPTIONS = {"dataset_path": "--dataset-path", "num_conversations": "--num-prompts",
+                 "dataset_offset": "--dataset-offset", "agentic_max_turns": "--agentic-max-turns",
+                 "mooncake_num_rounds": "--mooncake-num-rounds",
+                 "mooncake_slowdown_factor": "--mooncake-slowdown-factor"}
+"""The command-line options of a replayed trace (:func:`scenario_from_bench`'s keywords -> the
+option), which bench_serving does not write into its line."""
+
+
+def trace_option_datasets(keyword: str) -> tuple[str, ...]:
+    """The ``dataset_name`` values whose lines take :data:`TRACE_OPTIONS` ``keyword``: the
+    trace path and ``--num-prompts`` both replays, ``--dataset-offset`` and
+    ``--agentic-max-turns`` an ``agentic-trace`` line, the ``--mooncake-*`` a ``mooncake`` one."""
+    if keyword.startswith("mooncake_"):
+        return (MOONCAKE_DATASET,)
+    if keyword in ("dataset_offset", "agentic_max_turns"):
+        return (AGENTIC_DATASET,)
+    return (AGENTIC_DATASET, MOONCAKE_DATASET)
+
+
+def trace_options_for(run: BenchRun, options: dict[str, Any]) -> dict[str, Any]:
+    """Of ``options`` (:data:`TRACE_OPTIONS` keywords, None where not given), those ``run``'s
+    dataset takes (:func:`trace_option_datasets`). ``calibrate --from`` gives every line of a
+    sweep file the same options: a ``mooncake`` line's ``--dataset-path`` refused the file's
+    random-rate lines beside it."""
+    name = run.args.get("dataset_name")
+    return {k: v for k, v in options.items() if v is None or name in trace_option_datasets(k)}
+
 
 def _agentic_workload(run: BenchRun, path: str | None, offset: int | None, max_turns: int | None,
                       conversations: int | None) -> tuple[dict[str, Any], list[str]]:
@@ -1370,18 +1397,13 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     notes: list[str] = []
     agentic = run.args.get("dataset_name") == AGENTIC_DATASET
     mooncake = run.args.get("dataset_name") == MOONCAKE_DATASET
-    given = {k: v for k, v in (("--dataset-path", dataset_path), ("--num-prompts", num_conversations),
-                               ("--dataset-offset", dataset_offset), ("--agentic-max-turns", agentic_max_turns),
-                               ("--mooncake-num-rounds", mooncake_num_rounds),
-                               ("--mooncake-slowdown-factor", mooncake_slowdown_factor))
-             if v is not None}
+    given = {"dataset_path": dataset_path, "num_conversations": num_conversations, "dataset_offset": dataset_offset,
+             "agentic_max_turns": agentic_max_turns, "mooncake_num_rounds": mooncake_num_rounds,
+             "mooncake_slowdown_factor": mooncake_slowdown_factor}
     for k, v in given.items():
-        ok = (agentic and not k.startswith("--mooncake")) or (mooncake and k not in ("--dataset-offset",
-                                                                                        "--agentic-max-turns"))
-        if not ok:
-            which = (f"{MOONCAKE_DATASET!r}" if k.startswith("--mooncake") else f"{AGENTIC_DATASET!r}"
-                     if k in ("--dataset-offset", "--agentic-max-turns") else f"{AGENTIC_DATASET!r} or {MOONCAKE_DATASET!r}")
-            raise ConfigError("<command line>", k, v, f"applies to a line with dataset_name {which} "
+        if v is not None and run.args.get("dataset_name") not in trace_option_datasets(k):
+            raise ConfigError("<command line>", TRACE_OPTIONS[k], v, "applies to a line with dataset_name "
+                              f"{' or '.join(map(repr, trace_option_datasets(k)))} "
                               f"(this one is {run.args.get('dataset_name', '<missing>')!r})")
     if mooncake or agentic:
         # a replayed trace's arrivals and lengths come from its file, not from these options

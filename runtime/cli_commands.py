@@ -416,7 +416,8 @@ def _check_mode_flags(args: argparse.Namespace) -> None:
     comparing = {"--scenario": args.scenario_file, "--seeds": args.seeds, "--plot": args.plot or None,
                  "--log-x": args.log_x or None, "--arrivals": args.arrivals,
                  **{f"--{k.replace('_', '-')}": getattr(args, k, None)
-                    for k in ("dataset_path", "dataset_offset", "agentic_max_turns", "num_prompts")}}
+                    for k in ("dataset_path", "dataset_offset", "agentic_max_turns", "num_prompts",
+                              "mooncake_num_rounds", "mooncake_slowdown_factor")}}
     if getattr(args, "measured", None):
         for flag, v in measuring.items():
             if v is not None:

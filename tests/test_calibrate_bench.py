@@ -948,6 +948,43 @@ def test_a_sweep_file_leaves_out_the_replays_no_line_can_rebuild(tmp_path, capsy
     assert main(["calibrate", "--from", str(f), "--profile", "h200-1b", "--out", str(tmp_path / "p.yaml")]) == 2
 
 
+def test_a_sweep_files_mooncake_lines_are_fitted_when_the_trace_is_given(tmp_path, capsys):
+    """``calibrate --from FILE --dataset-path TRACE``: the file's ``mooncake`` lines were left
+    out whatever the command line gave, and the trace path was then passed to the file's
+    random-rate lines too, which refused it ("applies to a line with dataset_name
+    'agentic-trace' or 'mooncake'"): the whole fit failed. Now each line takes the options of
+    its own dataset and the mooncake line is fitted, rebuilt from the trace; without the trace
+    its warning names --dataset-path; an option no line takes is still refused."""
+    from specsched.analysis.calibrate_bench import fit_runs
+
+    good = json.loads((ROOT / "tests" / "data" / "bench" / "sglang-0.4.6-eagle.jsonl").read_text())
+    moon = json.loads((ROOT / "tests" / "data" / "bench" / "sglang-0.5.23-datasets.jsonl").read_text().splitlines()[3])
+    assert moon["dataset_name"] == "mooncake"
+    trace = ROOT / "tests" / "data" / "traces" / "mooncake-conversation.jsonl"
+    f = tmp_path / "runs.jsonl"
+    f.write_text("\n".join(json.dumps(x) for x in (good, moon, {**moon, "median_ttft_ms": 41.0})) + "\n")
+    opts = {"dataset_path": str(trace), "mooncake_slowdown_factor": 2.0}
+    assert [r.source for r in fit_runs([str(f)], trace=opts)] == [f"{f}:1", f"{f}:2", f"{f}:3"]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"warning: {f}:2, {f}:3: mooncake lines") and "factor 2 " in err[0], err
+    assert [r.source for r in fit_runs([str(f)])] == [f"{f}:1"]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all("--dataset-path TRACE.jsonl" in e for e in err), err
+    f.write_text("\n".join(json.dumps(x) for x in (good, moon)) + "\n")
+    out = tmp_path / "p.yaml"
+    assert main(["calibrate", "--from", str(f), "--profile", "h200-1b", "--out", str(out), "--dataset-path", str(trace),
+                 "--seeds", "1", "--max-evals", "4"]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"runs\.jsonl:2 +median_ttft_ms", text) and "1 mooncake run(s) at the trace's timestamps" in text, text
+    assert out.is_file()
+    out.unlink()
+    assert main(["calibrate", "--from", f"{f}:1", "--profile", "h200-1b", "--out", str(out), "--dataset-path",
+                 str(trace)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--dataset-path" in err[0] and "the runs' are 'random'" in err[0], err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("bad", ["0.00", "nan"])
 def test_a_speculative_logs_line_without_an_accept_length_times_nothing(tmp_path, bad):
     """A damaged decode line of a speculative server's log (accept len 0.00 or nan; 0.5.23

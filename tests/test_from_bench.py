@@ -1132,6 +1132,28 @@ def test_a_mooncake_line_of_several_rounds_and_its_missing_trace(tmp_path, capsy
     assert tr.output_len.tolist() == [rows[0]["output_length"]] * 2 + [rows[1]["output_length"]] * 2
 
 
+def test_validate_measured_takes_a_mooncake_lines_options(tmp_path, capsys, monkeypatch):
+    """``validate --measured F --profile P`` builds a mooncake line's scenario from the trace as
+    ``scenario from-bench`` does; its ``--mooncake-slowdown-factor`` and ``--mooncake-num-rounds``
+    were parsed and dropped on the way to validate-bench (the run predicted at factor 1 without
+    a word). With ``--scenario S`` (whose workload is the replay) the trace options did nothing
+    and are refused, as they are without ``--measured``."""
+    monkeypatch.chdir(tmp_path)
+    trace = ROOT / "tests" / "data" / "traces" / "mooncake-conversation.jsonl"
+    _mooncake_line(tmp_path)
+    assert main(["validate", "--measured", "m.jsonl", "--profile", "h200-1b", "--dataset-path", str(trace),
+                 "--mooncake-slowdown-factor", "3", "--seeds", "1", "--out", "v"]) == 0
+    assert "sent at their timestamps x 3 (--mooncake-slowdown-factor)" in capsys.readouterr().out
+    sc = load_scenario("v/from-bench.yaml")
+    assert any("x 3 (--mooncake-slowdown-factor)" in a for a in sc.assumptions)
+    for argv in (["validate", "--measured", "m.jsonl", "--scenario", "v/from-bench.yaml"],
+                 ["validate-bench", "m.jsonl", "--scenario", "v/from-bench.yaml"],
+                 ["validate", "v/from-bench.yaml"]):
+        assert main([*argv, "--mooncake-num-rounds", "2"]) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--mooncake-num-rounds = 2" in err[0], (argv, err)
+
+
 def test_an_assumed_eagle_drafter_takes_sglangs_choice_for_the_profiles_model():
     """A line with an accept length but no drafter settings, predicted on a Llama profile: SGLang
     0.5.23 gives LlamaForCausalLM a 5-step, topk-4, 8-token draft tree when no chain setting is
