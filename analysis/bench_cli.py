@@ -440,9 +440,14 @@ def _scenario_for(args: argparse.Namespace, run: Any, workdir: Path) -> tuple[An
         raise ConfigError("<command line>", "--arrivals", "details", "an agentic-trace line is rebuilt from its "
                           "trace file only (its send times are the conversations' turns): leave --arrivals out")
     arrivals = "details" if not agentic and replays(run, getattr(args, "arrivals", None) or "auto") else "rate"
+    from specsched.analysis.overrides import nest, parse_overrides
+
+    # --set acceptance.* stands in for an accept length the line lacks (applied again on loading)
+    given = nest({k: v for k, v in parse_overrides(args.set or []).items() if k.startswith("acceptance.")})
     sc, tables = scenario_from_bench(run, args.profile, lengths="details" if args.lengths == "details" else "args",
                                      arrivals=arrivals, **agentic_args(args),
-                                     state_with="--set server.KEY=VALUE, or --scenario S")
+                                     state_with="--set server.KEY=VALUE, or --scenario S",
+                                     acceptance=given.get("acceptance"))
     path = write_scenario(dict(sc), tables, workdir / "from-bench.yaml")[0]
     try:
         return load_scenario_with_overrides(path, args.arm, args.set or None), (sc, tables)

@@ -1362,7 +1362,8 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
                         agentic_max_turns: int | None = None,
                         num_conversations: int | None = None,
                         mooncake_num_rounds: int | None = None, mooncake_slowdown_factor: float | None = None,
-                        state_with: str = "--template") -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+                        state_with: str = "--template",
+                        acceptance: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     """A scenario (plain dict, validated) reproducing ``run``'s arguments.
 
     Args:
@@ -1382,6 +1383,9 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
             ``mooncake_num_rounds`` and ``mooncake_slowdown_factor`` (:func:`_mooncake_workload`).
         state_with: the calling command's way to state server arguments the line lacks,
             named in the assumptions (``scenario from-bench``: ``--template``).
+        acceptance: the ``acceptance`` block for a line whose server decoded speculatively
+            but which states no accept length (:func:`_no_accept_length`; ``validate
+            --measured``'s ``--set acceptance.KEY=VALUE``).
 
     Returns:
         (scenario dict, tables the caller writes beside the YAML: length histograms
@@ -1518,6 +1522,12 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
                      " (SGLang's avg_spec_accept_length: its mean over every verify since the server started, earlier runs "
                      "and warmup requests included, unless bench_serving ran with --flush-cache)")
             notes.append(f"acceptance: mean accept length {acc:.3f} from the line{since}")
+    if acc is None and spec and not template:
+        if not acceptance:
+            raise _no_accept_length(run, sc["server"], state_with)
+        sc["acceptance"] = dict(acceptance)
+        notes.append(f"acceptance: {', '.join(f'{k} {v}' for k, v in acceptance.items())} as given (the line states "
+                     "no accept length)")
     ratio = run.summary.get("steady_concurrency_ratio")
     if ratio is not None:
         # steady_state_serving's record after the line (sim/bench_serving.py _pair_steady): the
@@ -1534,6 +1544,27 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     except ValidationError as e:
         raise validation_error(run.source, e, sc) from None
     return sc, tables
+
+
+def _no_accept_length(run: BenchRun, server: dict[str, Any], state_with: str) -> ConfigError:
+    """The refusal of a line whose server decoded speculatively (its server_info names the
+    drafter) while its ``accept_length`` is null: SGLang 0.5.23 bench_serving writes /server_info's
+    ``internal_states[0].avg_spec_accept_length``, which the scheduler leaves out until it has
+    added a verify count to its totals (managers/scheduler_components/internal_state.py
+    ``_average_accept_length``: None while ``spec_total_num_forward_ct`` is 0), and those totals
+    grow only when a decode line is logged, every ``decode_log_interval`` (default 40) decode
+    steps (metrics_reporter.py ``report_decode_stats``), and restart at every /flush_cache
+    (``reset_metrics``): a short run after a launch or a ``--flush-cache`` writes null. The
+    scenario failed validation with "set acceptance.mean_accept_length", which none of the
+    commands building it let the user do (``validate --measured``'s ``--set`` came after)."""
+    log = "the accept len of the server log's decode lines"
+    how = (f"--set acceptance.mean_accept_length=X, X {log}" if "--set" in state_with else
+           f"{state_with}, a scenario whose acceptance.mean_accept_length is {log}")
+    return ConfigError(run.source, "accept_length", None,
+                       f"the line's server decoded speculatively (server_info speculative_algorithm "
+                       f"{server.get('speculative_algorithm')!r}) but the line states no accept length (SGLang writes "
+                       "null until the scheduler's first decode log line since launch or /flush_cache: "
+                       f"internal_state.py _average_accept_length): give it with {how}")
 
 
 def check_drafter_priced(run: BenchRun, server: dict[str, Any], profile: str, state_with: str = "--template") -> None:

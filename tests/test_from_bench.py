@@ -1154,6 +1154,38 @@ def test_validate_measured_takes_a_mooncake_lines_options(tmp_path, capsys, monk
         assert len(err) == 1 and "--mooncake-num-rounds = 2" in err[0], (argv, err)
 
 
+def test_a_speculative_lines_null_accept_length_is_named_and_can_be_given(tmp_path, capsys, monkeypatch):
+    """SGLang 0.5.23 writes ``accept_length`` null for a speculative server until its scheduler
+    has logged a decode line since launch or the last /flush_cache (internal_state.py
+    ``_average_accept_length``, totals added in metrics_reporter.py ``report_decode_stats``): a
+    short run after ``--flush-cache`` has server_info naming the drafter and no accept length.
+    Such a line was refused with "set acceptance.mean_accept_length", which ``validate
+    --measured --set acceptance.mean_accept_length=X`` could not do (the line's scenario was
+    refused before --set applied). Now the refusal names the line's accept_length and the
+    command's way to give it, and validate's --set gives it."""
+    monkeypatch.chdir(tmp_path)
+    obj = json.loads((ROOT / "tests" / "data" / "bench" / "sglang-0.5.23-full-server-info.jsonl").read_text().splitlines()[0])
+    assert obj["server_info"]["speculative_algorithm"]
+    obj["accept_length"] = None
+    obj["server_info"]["internal_states"][0].pop("avg_spec_accept_length", None)
+    (tmp_path / "s.jsonl").write_text(json.dumps(obj) + "\n")
+    assert main(["profile", "--analytic", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H200", "--tp", "1",
+                 "--drafter", "chain", "--out", "p.yaml"]) == 0
+    capsys.readouterr()
+    assert main(["validate", "--measured", "s.jsonl", "--profile", "p.yaml", "--seeds", "1", "--out", "v"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "s.jsonl:1: accept_length = None" in err[0], err
+    assert "--set acceptance.mean_accept_length=X" in err[0] and "_average_accept_length" in err[0], err
+    assert main(["scenario", "from-bench", "s.jsonl", "--profile", "p.yaml", "--out", "b.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "accept_length = None" in err[0] and "--template, a scenario whose" in err[0], err
+    assert not (tmp_path / "b.yaml").exists()
+    assert main(["validate", "--measured", "s.jsonl", "--profile", "p.yaml", "--seeds", "1", "--out", "v",
+                 "--set", "acceptance.mean_accept_length=2.5"]) == 0
+    assert "acceptance: mean_accept_length 2.5 as given" in capsys.readouterr().out
+    assert load_scenario("v/from-bench.yaml").acceptance.mean_accept_length == 2.5
+
+
 def test_an_assumed_eagle_drafter_takes_sglangs_choice_for_the_profiles_model():
     """A line with an accept length but no drafter settings, predicted on a Llama profile: SGLang
     0.5.23 gives LlamaForCausalLM a 5-step, topk-4, 8-token draft tree when no chain setting is
