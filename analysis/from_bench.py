@@ -206,6 +206,14 @@ def _lengths(run: BenchRun, mode: str) -> tuple[dict[str, Any], dict[str, Any], 
         vc = pd.Series(values).clip(lower=1).value_counts().sort_index()
         tables[key] = pd.DataFrame({"length": vc.index.astype(int), "weight": vc.to_numpy(int)})
     notes.append(f"lengths: histograms of the run's own {int(ok.sum())} successful requests (--output-details)")
+    counted, asked = float(np.sum(d.input_lens[ok])), run.summary.get("total_input_tokens")
+    if isinstance(asked, (int, float)) and asked > 0 and abs(counted - asked) > 0.005 * asked:
+        notes.append(f"input lengths: the details' input_lens add up to {counted:.0f} tokens, the line's "
+                     f"total_input_tokens {asked:.0f} ({100 * (counted / asked - 1):+.1f} %): SGLang 0.5.23 writes each "
+                     "request's prompt as the server counted it into input_lens (benchmark/serving.py "
+                     "_record_server_prompt_len: BOS, chat template, the random text re-tokenized) but sums the "
+                     "dataset's asked lengths into total_input_tokens (calculate_metrics); the scenario prefills the "
+                     "server's counts, so its input totals and throughputs differ from the line's by as much")
     return {"kind": "file", "path": "<input>"}, {"kind": "file", "path": "<output>"}, notes, tables
 
 

@@ -1186,6 +1186,27 @@ def test_a_speculative_lines_null_accept_length_is_named_and_can_be_given(tmp_pa
     assert load_scenario("v/from-bench.yaml").acceptance.mean_accept_length == 2.5
 
 
+def test_details_input_lens_counted_by_the_server_are_named_beside_the_asked_total(tmp_path):
+    """SGLang 0.5.23 writes into ``input_lens`` each prompt as the server counted it
+    (benchmark/serving.py ``_record_server_prompt_len``: BOS, chat template, re-tokenized
+    random text) and into ``total_input_tokens`` the dataset's asked lengths
+    (``calculate_metrics``). A scenario from the details prefilled the server's counts and
+    the comparison showed the difference as the model's input-token error without a word;
+    now an assumption names both totals. Equal totals (the fixture as written) say nothing."""
+    src = ROOT / "tests" / "data" / "bench" / "sglang-0.5.23-details.jsonl"
+    obj = json.loads(src.read_text().splitlines()[0])
+    p = tmp_path / "d.jsonl"
+    p.write_text(json.dumps(obj) + "\n")
+    sc, _ = scenario_from_bench(read_bench(p, 1)[0], "h200-1b", lengths="details")
+    assert not any(a.startswith("input lengths:") for a in sc["assumptions"])
+    obj["input_lens"] = [n + 40 for n in obj["input_lens"]]
+    p.write_text(json.dumps(obj) + "\n")
+    sc, _ = scenario_from_bench(read_bench(p, 1)[0], "h200-1b", lengths="details")
+    said = [a for a in sc["assumptions"] if a.startswith("input lengths:")]
+    assert len(said) == 1 and f"total_input_tokens {obj['total_input_tokens']}" in said[0], sc["assumptions"]
+    assert "_record_server_prompt_len" in said[0]
+
+
 def test_an_assumed_eagle_drafter_takes_sglangs_choice_for_the_profiles_model():
     """A line with an accept length but no drafter settings, predicted on a Llama profile: SGLang
     0.5.23 gives LlamaForCausalLM a 5-step, topk-4, 8-token draft tree when no chain setting is
