@@ -1528,8 +1528,8 @@ def fit_runs(specs: list[str], arrivals: str = "auto", trace: dict[str, Any] | N
         t = trace or {}
         print(f"warning: {', '.join(mooncake)}: mooncake lines, each rebuilt from {t.get('dataset_path')} at "
               f"--mooncake-slowdown-factor {t.get('mooncake_slowdown_factor') or 1.0:g} and --mooncake-num-rounds "
-              f"{t.get('mooncake_num_rounds') or 1} (no line writes its own): where the runs differed in these, fit "
-              "them in separate calls", file=sys.stderr)
+              f"{t.get('mooncake_num_rounds') or ('from --num-prompts' if t.get('num_conversations') else 1)} (no "
+              "line writes its own): where the runs differed in these, fit them in separate calls", file=sys.stderr)
     _say_running_accept_lengths(out)
     return out
 
