@@ -1611,14 +1611,15 @@ def _file_label(file: str) -> str:
 
 def _tag_name(run: BenchRun, default: str, notes: list[str]) -> str:
     """The scenario name from the line's ``tag`` (bench_serving ``--tag``, a free-form label:
-    ``"h200/llama 8b"``), made one folder name as a scenario name must be (each ``/``, ``\\``
-    or NUL run as ``_``, outer spaces dropped; said in ``notes`` when changed), else
+    ``"h200/llama 8b"``), made one folder name as a scenario name must be (each run of ``/``,
+    ``\\`` or control characters, newline and tab included, as ``_``, outer spaces dropped;
+    said in ``notes`` when changed), else
     ``default``. A tag with a separator was refused as a bad ``name``, a key the line does
     not have."""
     tag = run.extra.get("tag")
     if tag is None or not str(tag).strip():
         return default
-    name = re.sub(r"[/\\\0]+", "_", str(tag)).strip()
+    name = re.sub(r"[/\\\x00-\x1f\x7f]+", "_", str(tag)).strip()
     if not is_path_component(name):   # "." or ".."
         name = default
     if name != tag:
