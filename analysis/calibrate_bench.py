@@ -562,6 +562,22 @@ class FitResult:
     interrupted_by: str = "Ctrl-C"
     """What interrupted the fit, when :attr:`capped` is ``"interrupted"``: ``"Ctrl-C"`` or a
     signal's name (``"SIGTERM"``: :func:`sigterm_interrupts`)."""
+    objective_before: float | None = None
+    objective_after: float | None = None
+    """With a prior: the objective the fit lowers (each residual over its metric's standard
+    error, plus the prior's terms) at the profile and at the fit. :attr:`loss_before` and
+    :attr:`loss_after` are the plain squared log errors, which such a fit may raise (a run
+    with a wide standard error traded for one with a narrow one, or the prior holding a
+    factor back): reported alone, "loss 16.2 -> 16.23" read as a fit that made things worse."""
+
+    def loss_text(self) -> str:
+        """``loss A -> B`` for the report and the provenance, with the weighted objective
+        beside it when the fit had a prior."""
+        text = f"loss {self.loss_before:.4g} -> {self.loss_after:.4g}"
+        if self.objective_before is not None and self.objective_after is not None:
+            text += (f" (squared log errors; the weighted objective the fit lowers, errors over their standard errors "
+                     f"plus the prior: {self.objective_before:.4g} -> {self.objective_after:.4g})")
+        return text
 
     def stopped(self) -> list[str]:
         """The line saying that the cap on evaluations stopped the fit (or its standard
@@ -1185,7 +1201,8 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
                      cov=cov, figures=len(r1),
                      unexplained=unexplained_runs([c.label for c in cases for m in metrics if c.run.summary.get(m)],
                                                   r1[:len(term_metrics)], term_metrics, own_se),
-                     max_evals=max_evals, capped=capped, interrupted_by=interrupted[0] if interrupted else "Ctrl-C")
+                     max_evals=max_evals, capped=capped, interrupted_by=interrupted[0] if interrupted else "Ctrl-C",
+                     objective_before=loss(z0) if weighed else None, objective_after=loss(z) if weighed else None)
 
 
 class _CapReached(Exception):
@@ -1283,7 +1300,7 @@ def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence
                               + (f" and server log {input_name(log)}" if log else "")
                               + f": factors {fac} on {', '.join(metrics)} (mean of {seeds} seeds); "
                               + f"{result.weighting()}; "
-                              + f"loss {result.loss_before:.4g} -> {result.loss_after:.4g} in {result.evals} evaluations"
+                              + f"{result.loss_text()} in {result.evals} evaluations"
                               + "".join(f"; {line}" for line in
                                         result.stopped() + result.identifiability() + result.unexplained))
     for k, v in result.factors.items():
@@ -1691,7 +1708,7 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
     if result.prior_sd:
         print(result.weighting())
     print("factors: " + ", ".join(f"{k} x{v:.4f}" + (f" (+-{se[k]:.1f} %)" if k in se else "") for k, v in result.factors.items())
-          + f"; loss {result.loss_before:.4g} -> {result.loss_after:.4g} ({result.evals} evaluations)")
+          + f"; {result.loss_text()} ({result.evals} evaluations)")
     for line in result.stopped() + result.identifiability() + result.unexplained:
         print(line)
     if result.log_before is not None:

@@ -123,6 +123,21 @@ def test_calibrate_says_the_cap_stopped_it_in_the_report_and_the_profile(tmp_pat
     assert "stopped by --max-evals 3: " in yaml.safe_load((tmp_path / "f.yaml").read_text())["provenance"]["calibrate.from"]
 
 
+def test_a_weighted_fit_reports_the_objective_it_lowers_beside_the_plain_loss():
+    """With a prior the fit lowers each residual over its standard error plus the prior's
+    terms, not the plain squared log errors it reported ("loss 16.2 -> 16.23": read as a fit
+    that made the runs worse). Invariant: the weighted objective never rises, and the report
+    and the provenance name it; a fit without a prior reports the loss alone."""
+    cases = _decode_cases(1.5)
+    res = fit(cases, tiny_profile(), ["decode"], seeds=1, max_evals=30, prior_sd={"decode": 0.05},
+              noise={"median_itl_ms": 0.1, "median_ttft_ms": 0.1, "output_throughput": 0.1})
+    assert res.objective_before is not None and res.objective_after <= res.objective_before
+    assert "the weighted objective the fit lowers" in res.loss_text()
+    assert res.loss_text().startswith(f"loss {res.loss_before:.4g} -> {res.loss_after:.4g} (squared log errors")
+    plain = fit(cases, tiny_profile(), ["decode"], seeds=1, max_evals=12)
+    assert plain.objective_before is None and plain.loss_text() == f"loss {plain.loss_before:.4g} -> {plain.loss_after:.4g}"
+
+
 def test_a_tight_prior_keeps_the_profile_and_a_loose_one_lets_the_runs_move_it():
     """The same runs (made with decode x1.5): a prior of 1 % holds the factor near the
     profile's, one of 100 % lets the runs pin it near 1.5 as without a prior; noise scales
