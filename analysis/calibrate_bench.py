@@ -1664,18 +1664,14 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
                  "releases, not arrivals)" if n_loop else "")
         if mooncake:   # sent at the trace's timestamps, neither the line's send times nor its rate
             print(f"arrivals: {mooncake} mooncake run(s) at the trace's timestamps ({args.dataset_path})")
-            cases_rest = len(cases) - mooncake
-        else:
-            cases_rest = len(cases)
-        if not cases_rest:
-            pass
-        elif n_replay == cases_rest:
-            print(f"arrivals: all {n_replay} {'other ' if mooncake else ''}runs replay their own send times")
-        elif n_replay == 0:
-            print(f"arrivals: all {cases_rest} {'other ' if mooncake else ''}runs draw at their rate{loops}")
-        else:
-            print(f"arrivals: {n_replay} of {cases_rest} {'other ' if mooncake else ''}runs replay their own send "
-                  f"times, the others draw at their rate{loops}")
+        rest, other = len(cases) - mooncake, "other " if mooncake else ""
+        if rest and n_replay == rest:
+            print(f"arrivals: all {n_replay} {other}runs replay their own send times")
+        elif rest and n_replay == 0:
+            print(f"arrivals: all {rest} {other}runs draw at their rate{loops}")
+        elif rest:
+            print(f"arrivals: {n_replay} of {rest} {other}runs replay their own send times, the others draw at "
+                  f"their rate{loops}")
 
         best: list[Any] = []   # (loss, factors) of the lowest loss so far
         started = time.perf_counter()
