@@ -240,6 +240,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
             else:
                 detailed.append(r)
         bar.update(1)
+    label_what_ifs(runs)
     marked = {m: plots.summary_marks(summary_only, m) if summary_only else {} for m in ("ttft", "tpot", "itl")}
     for d in summary_names:   # one line an input (a sweep file's runs without details together)
         print(f"note: {d} has no per-request details (SGLang --output-details, vLLM --save-detailed): "
@@ -282,6 +283,33 @@ def cmd_plot(args: argparse.Namespace) -> int:
         print(p)
     note_replaced(out, before, written)
     return 0
+
+
+def label_what_ifs(runs: list[Any]) -> None:
+    """Relabel results directories of one scenario and arm whose scenarios differ beyond the
+    seed (``specsched run --set`` what-ifs, written to ``<arm>-seed<N>+<overrides>/``) by their
+    folder's name without ``-seed<N>`` (``base+server.chunked_prefill_size=16384``), so that
+    ``plot`` draws them apart instead of pooling them as seeds of one arm (their
+    ``summary['arm']``, the label every figure reads). Seeds of one setting keep the arm's
+    label and pool; runs without a results directory (a bench_serving line) are left as
+    they are."""
+    import json
+
+    from specsched.analysis.io import run_label
+
+    def setting(r: Any) -> str:
+        sc = r.scenario if isinstance(r.scenario, dict) else {}
+        return json.dumps({k: v for k, v in sc.items() if k != "seed"}, sort_keys=True, default=str)
+
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for r in runs:
+        if getattr(r, "path", None) is not None and isinstance(getattr(r, "scenario", None), dict):
+            groups.setdefault((str((r.summary or {}).get("scenario")), run_label(r)), []).append(r)
+    for group in groups.values():
+        if len({setting(r) for r in group}) < 2:
+            continue
+        for r in group:
+            r.summary["arm"] = re.sub(r"-seed\d+", "", Path(r.path).name, count=1) or run_label(r)
 
 
 PLOT_DIR_NAME_MAX = 80

@@ -73,6 +73,31 @@ def test_plot_default_out_dir(scenario, tmp_path, monkeypatch, tiny_figures):
     assert {"timeline_base_seed3.png", "timeline_base_seed3_2.png"} <= {p.name for p in (tmp_path / "plots" / "one_vs_two").iterdir()}
 
 
+def test_plot_tells_what_if_runs_of_one_arm_apart(scenario, tmp_path, monkeypatch, tiny_figures):
+    """`specsched run --set` what-ifs of one arm (results folders <arm>-seed<N>+<overrides>) are
+    drawn one label each, not pooled as if they were seeds of that arm; seeds of one setting
+    still pool, and each run gets a timeline named after its setting."""
+    from specsched.analysis import plots
+
+    seen = []
+    monkeypatch.setattr(plots, "plot_ttft", lambda runs, **kw: seen.append(plots.group_runs(runs))
+                        or plots.plt.figure(figsize=(1, 1)))
+    dirs = []
+    for seed in (1, 2):
+        run = run_scenario(load_scenario_with_overrides(scenario, "base"), seed=seed)
+        dirs.append(str(write_results(run, tmp_path / f"base-seed{seed}")))
+    over = {"server.chunked_prefill_size": 64}
+    run = run_scenario(load_scenario_with_overrides(scenario, "base", over), seed=1)
+    dirs.append(str(write_results(run, tmp_path / "base-seed1+server.chunked_prefill_size=64")))
+    out = tmp_path / "figs"
+    assert main(["plot", *dirs, "--out", str(out)]) == 0
+    groups = seen[-1]
+    assert {k: len(v) for k, v in groups.items()} == {"base": 2, "base+server.chunked_prefill_size=64": 1}
+    names = {p.name for p in out.iterdir()}
+    assert {"timeline_base_seed1.png", "timeline_base_seed2.png",
+            "timeline_base_server.chunked_prefill_size_64_seed1.png"} <= names, names
+
+
 def test_plotting_another_set_never_overwrites_and_a_replacement_is_named(scenario, tmp_path, monkeypatch, capsys,
                                                                           tiny_figures):
     """Several inputs get their own folder (named after them; alike folder names take their
