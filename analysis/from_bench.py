@@ -1522,14 +1522,21 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
                          f"(each over the previous: {', '.join(f'{r:.3f}' for r in drafts[1])}; accept length "
                          f"{acc:.3f})")
         else:
-            sc["acceptance"] = {"mean_accept_length": float(min(max(acc, 1.0), window))}
+            used = float(min(max(acc, 1.0), window))
+            sc["acceptance"] = {"mean_accept_length": used}
             # SGLang's is /server_info's avg_spec_accept_length: the scheduler's totals since
             # launch (internal_state.py _average_accept_length), reset only by /flush_cache
             # (metrics_reporter.reset_metrics); vLLM's spec_decode_acceptance_length is the run's
             since = ("" if run.extra.get("spec_decode_acceptance_length") is not None else
                      " (SGLang's avg_spec_accept_length: its mean over every verify since the server started, earlier runs "
                      "and warmup requests included, unless bench_serving ran with --flush-cache)")
-            notes.append(f"acceptance: mean accept length {acc:.3f} from the line{since}")
+            if used != acc:   # the note said the line's figure beside a scenario holding the cut one
+                notes.append(f"{SETUP_MISMATCH}acceptance: the line's accept length {acc:.3f} is outside the verify window "
+                             f"(1-{window} tokens per request a step) of the drafter its server_info names, so that drafter "
+                             f"did not measure it: the prediction accepts {used:g} (state the real drafter with "
+                             f"{state_with})")
+            else:
+                notes.append(f"acceptance: mean accept length {acc:.3f} from the line{since}")
     if acc is None and spec and not template:
         if not acceptance:
             raise _no_accept_length(run, sc["server"], state_with)

@@ -506,6 +506,19 @@ def test_a_chain_window_sglang_resets_is_written_as_sglang_runs_it(given):
     Scenario.model_validate({**sc, "profile": "h200-1b"})
 
 
+def test_an_accept_length_past_the_servers_window_is_said_where_it_is_cut():
+    """An accept length above the window server_info names (9.5 at speculative_num_steps 3,
+    topk 1: 4 tokens verified) cannot come from that server; the scenario verifies at most the
+    window, and the assumptions said 'mean accept length 9.500 from the line' beside a scenario
+    holding 4.0: now one setup-mismatch note (printed as a warning) names the cut."""
+    info = {**LINE["server_info"], "speculative_algorithm": "EAGLE3", "speculative_num_steps": 3,
+            "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info, "accept_length": 9.5}, "f:1"), "tiny")
+    assert sc["acceptance"] == {"mean_accept_length": 4.0}
+    (note,) = [a for a in sc["assumptions"] if "9.500" in a]
+    assert note.startswith("setup mismatch: ") and "4" in note and "window" in note, note
+
+
 def test_a_profile_file_given_from_the_working_folder_is_found_wherever_the_scenario_runs(tmp_path, monkeypatch, capsys):
     """``--profile my.yaml --out sub/s.yaml``: the scenario names the profile relative to its own
     folder, as a scenario's profile path is read, so it runs from any folder (it wrote
