@@ -286,12 +286,14 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def label_what_ifs(runs: list[Any]) -> None:
-    """Relabel results directories of one scenario and arm whose scenarios differ beyond the
-    seed (``specsched run --set`` what-ifs, written to ``<arm>-seed<N>+<overrides>/``) by their
-    folder's name without ``-seed<N>`` (``base+server.chunked_prefill_size=16384``), so that
-    ``plot`` draws them apart instead of pooling them as seeds of one arm (their
-    ``summary['arm']``, the label every figure reads). Seeds of one setting keep the arm's
-    label and pool; runs without a results directory (a bench_serving line) are left as
+    """Relabel results directories of one scenario and arm that are not seeds of one run, so
+    that ``plot`` draws them apart instead of pooling them as seeds of one arm (their
+    ``summary['arm']``, the label every figure reads): runs whose scenarios differ beyond the
+    seed (``specsched run --set`` what-ifs, written to ``<arm>-seed<N>+<overrides>/``) take
+    their folder's name without ``-seed<N>`` (``base+server.chunked_prefill_size=16384``), and
+    runs from different sources (``validate --out``'s ``-measured`` and ``-predicted``) add
+    where they ran (``base [sim]``, ``base [runtime:cuda]``). Seeds of one setting keep the
+    arm's label and pool; runs without a results directory (a bench_serving line) are left as
     they are."""
     import json
 
@@ -301,15 +303,23 @@ def label_what_ifs(runs: list[Any]) -> None:
         sc = r.scenario if isinstance(r.scenario, dict) else {}
         return json.dumps({k: v for k, v in sc.items() if k != "seed"}, sort_keys=True, default=str)
 
+    def source(r: Any) -> str:
+        return str((r.summary or {}).get("source", "?")).split(" (")[0]
+
     groups: dict[tuple[str, str], list[Any]] = {}
     for r in runs:
         if getattr(r, "path", None) is not None and isinstance(getattr(r, "scenario", None), dict):
             groups.setdefault((str((r.summary or {}).get("scenario")), run_label(r)), []).append(r)
     for group in groups.values():
-        if len({setting(r) for r in group}) < 2:
-            continue
+        settings = len({setting(r) for r in group}) > 1
+        sources = len({source(r) for r in group}) > 1
         for r in group:
-            r.summary["arm"] = re.sub(r"-seed\d+", "", Path(r.path).name, count=1) or run_label(r)
+            label = run_label(r)
+            if settings:
+                label = re.sub(r"-seed\d+", "", Path(r.path).name, count=1) or label
+            if sources:
+                label += f" [{source(r)}]"
+            r.summary["arm"] = label
 
 
 PLOT_DIR_NAME_MAX = 80

@@ -98,6 +98,28 @@ def test_plot_tells_what_if_runs_of_one_arm_apart(scenario, tmp_path, monkeypatc
             "timeline_base_server.chunked_prefill_size_64_seed1.png"} <= names, names
 
 
+def test_plot_tells_a_measured_run_from_its_prediction(scenario, tmp_path, monkeypatch, tiny_figures):
+    """`validate --out DIR` writes <cell>-<arm>-measured/ and -predicted/ of one scenario, arm
+    and seed: plotting the two drew one curve 'base (pooled over 2 runs)'. Each is now labelled
+    by where it ran."""
+    import json
+    import shutil
+
+    from specsched.analysis import plots
+
+    seen = []
+    monkeypatch.setattr(plots, "plot_ttft", lambda runs, **kw: seen.append(plots.group_runs(runs))
+                        or plots.plt.figure(figsize=(1, 1)))
+    run = run_scenario(load_scenario_with_overrides(scenario, "base"), seed=1)
+    pred = write_results(run, tmp_path / "demo-base-predicted")
+    meas = tmp_path / "demo-base-measured"
+    shutil.copytree(pred, meas)
+    summary = json.loads((meas / "summary.json").read_text())
+    (meas / "summary.json").write_text(json.dumps({**summary, "source": "runtime:cpu (torch 2.13.0+cpu)"}))
+    assert main(["plot", str(meas), str(pred), "--out", str(tmp_path / "figs")]) == 0
+    assert {k: len(v) for k, v in seen[-1].items()} == {"base [runtime:cpu]": 1, "base [sim]": 1}
+
+
 def test_plotting_another_set_never_overwrites_and_a_replacement_is_named(scenario, tmp_path, monkeypatch, capsys,
                                                                           tiny_figures):
     """Several inputs get their own folder (named after them; alike folder names take their
