@@ -146,7 +146,8 @@ def histogram(path: str, base: Path | None, key: str) -> tuple[np.ndarray, np.nd
     """
     p = scenario_data_path(path, base)   # a shipped histogram (sharegpt-like-lengths-*.csv) by name too
     if not is_input_file(p):
-        raise ConfigError(str(base or "<scenario>"), key, path, "length histogram file does not exist")
+        raise ConfigError(str(base or "<scenario>"), f"{key}.path", path, "length histogram file does not exist (looked for "
+                          "it as given, beside the scenario and among the shipped examples)")
     lengths, weights = _histogram_rows(p, key)
     w = np.asarray(weights, dtype=float)
     total = w.sum()

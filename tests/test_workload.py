@@ -116,3 +116,14 @@ def test_a_uniform_shift_of_the_send_times_changes_no_figure(monkeypatch: pytest
     num = [k for k in a if isinstance(a[k], float)]
     assert [b[k] for k in num] == pytest.approx([a[k] for k in num], rel=1e-9, nan_ok=True)  # sums of shifted times
     assert {k: b[k] for k in a if k not in num} == {k: a[k] for k in a if k not in num}
+
+
+def test_a_missing_length_histogram_names_its_path_key_and_where_it_was_looked_for(tmp_path):
+    """A `file` length whose CSV is not there names workload.input_len.path (the key to fix,
+    as a missing trace names workload.trace.path) and where it was looked for."""
+    from specsched.sim.workload import histogram
+
+    with pytest.raises(ConfigError) as e:
+        histogram("nosuch.csv", tmp_path / "s.yaml", "workload.input_len")
+    assert e.value.key == "workload.input_len.path" and e.value.value == "nosuch.csv"
+    assert "beside the scenario" in str(e.value), str(e.value)
