@@ -31,6 +31,8 @@ from specsched.sim.metrics import itl_values  # noqa: E402
 
 PERCENTILES = (50, 90, 99)
 _PCT_STYLE = {50: ":", 90: "--", 99: "-."}
+_P95_STYLE = (0, (6, 2, 1, 2, 1, 2))
+"""The p95 a bench_serving line states, drawn beside the distributions' p50/p90/p99 (dash dot dot)."""
 PREFILL_MODES = ("extend", "mixed")
 VERIFY_MODES = ("verify", "decode")
 GANTT_COLORS = {"prefill": "#d62728", "verify": "#1f77b4", "host": "#7f7f7f"}
@@ -118,8 +120,12 @@ def save_figure(fig: Figure, path_stem: str | Path, dpi: int = 150) -> tuple[Pat
     return written[0], written[1]
 
 
-def _pct_legend() -> list[Line2D]:
-    return [Line2D([], [], color="0.3", ls=_PCT_STYLE[q], label=f"p{q}") for q in PERCENTILES]
+def _pct_legend(p95: bool = False) -> list[Line2D]:
+    """The percentile line styles; with ``p95``, the style of a stated p95 too."""
+    out = [Line2D([], [], color="0.3", ls=_PCT_STYLE[q], label=f"p{q}") for q in PERCENTILES]
+    if p95:
+        out.insert(2, Line2D([], [], color="0.3", ls=_P95_STYLE, label="p95"))
+    return out
 
 
 def _distribution_panels(
@@ -178,7 +184,7 @@ def _distribution_panels(
         ax_cdf.plot(xs, [q / 100 for q in qs], ls="none", marker="X", ms=8, color=color,
                     label=f"{label} (the line's own percentiles, no per-request details; {text} {unit})")
         for q, x in zip(qs, xs, strict=True):
-            ax_hist.axvline(x, color=color, ls=_PCT_STYLE.get(int(q), "-"), lw=1.2, alpha=0.9)
+            ax_hist.axvline(x, color=color, ls=_PCT_STYLE.get(int(q), _P95_STYLE), lw=1.2, alpha=0.9)
     for q in PERCENTILES:
         ax_cdf.axhline(q / 100, color="0.85", lw=0.6, zorder=0)
     for ax in (ax_cdf, ax_hist):
@@ -203,7 +209,8 @@ def _distribution_panels(
     handles = [Line2D([], [], color=c, lw=1.6, label=lab) for c, lab in zip(colors, samples, strict=False)]
     handles += [Line2D([], [], color=c, ls="none", marker="X", label=f"{lab} (percentiles only)")
                 for c, lab in zip(colors[len(samples):], marks, strict=True)]
-    ax_hist.legend(handles=handles + _pct_legend(), loc="upper right", fontsize=8, title="arm / marker", title_fontsize=8)
+    p95 = any(int(q) not in _PCT_STYLE for m in marks.values() for q in m)
+    ax_hist.legend(handles=handles + _pct_legend(p95), loc="upper right", fontsize=8, title="arm / marker", title_fontsize=8)
 
 
 # ---------------------------------------------------------------- distributions

@@ -414,3 +414,20 @@ def test_verify_cycles_of_several_decode_servers_stay_within_each_server():
     assert len(v) and (v["wall_s"] > 0).all() and (v["gpu_s"] <= v["wall_s"] + 1e-12).all()
     one = [plots.verify_cycles(rows.drop(columns="decode_server")) for _, rows in steps.groupby("decode_server")]
     assert len(v) == sum(len(x) for x in one)
+
+
+def test_a_stated_p95_on_the_histogram_has_its_own_line_style_in_the_legend():
+    """A bench_serving line without details states median, p90, p95 and p99: its p95 was drawn
+    on the histogram as a solid line, a style the legend (p50, p90, p99) never names, so it
+    read as a fourth kind of curve. It now has its own style, named in the legend."""
+    bare = SimpleNamespace(requests=pd.DataFrame(), summary={
+        "arm": "measured", "scenario": "s", "median_ttft_ms": 300.0, "p90_ttft_ms": 800.0,
+        "p95_ttft_ms": 1100.0, "p99_ttft_ms": 1700.0})
+    fig = plots.plot_ttft([], marks=[bare])
+    hist = fig.axes[1]
+    # get_linestyle() names every dash pattern "--": the pattern itself tells them apart
+    styles = [(ln.get_linestyle(), str(ln._unscaled_dash_pattern))
+              for ln in sorted(hist.lines, key=lambda ln: ln.get_xdata()[0])]
+    assert len(styles) == 4 and styles[2][0] != "-" and len(set(styles)) == 4, styles
+    assert "p95" in [t.get_text() for t in hist.get_legend().get_texts()]
+    plots.plt.close(fig)
