@@ -79,14 +79,20 @@ def _print_scenario_notes(scenarios: list[Any], arms: list[str] | None = None,
     ``arms``) and sweep axes (``inert_axes``: axis -> values) that differ only in such
     arguments, that they will predict the same (:func:`inert_only_notes`); and their profiles
     whose costs are an analytic estimate (:func:`sim.profile.analytic_profiles_note`)."""
-    from specsched.sim.profile import analytic_profiles_note, load_profile, standalone_drafter_note
+    from specsched.sim.profile import (
+        analytic_profiles_note,
+        drafter_kind_note,
+        load_profile,
+        standalone_drafter_note,
+    )
     from specsched.sim.sglang_launch_args import accepted_note, left_out_note
 
     values = {k: v for s in scenarios for k, v in s._launch_args_values.items()}
     drafter = []
     for s in scenarios:
         with contextlib.suppress(ConfigError):   # a profile that does not load: the run names it
-            drafter.append(standalone_drafter_note(s, load_profile(s.profile, s.path or None)))
+            profile = load_profile(s.profile, s.path or None)
+            drafter += [standalone_drafter_note(s, profile), drafter_kind_note(s, profile)]
     for note in (left_out_note(k for s in scenarios for k in s._launch_args_left_out), accepted_note(values),
                  *inert_only_notes(scenarios, arms or [s.arm for s in scenarios], inert_axes or {}),
                  analytic_profiles_note(scenarios), *dict.fromkeys(drafter)):

@@ -877,6 +877,30 @@ def standalone_drafter_note(scenario: Any, profile: Profile) -> str | None:
             "not a separate draft model; write the profile with specsched profile --analytic ... --draft-model NAME")
 
 
+def drafter_kind_note(scenario: Any, profile: Profile) -> str | None:
+    """One ``warning:`` line when an analytic profile was written for one kind of drafter
+    (``analytic.drafter``: ``block``, DSpark/DFlash, one draft forward over the whole window;
+    ``chain``, EAGLE/EAGLE-3/MTP/STANDALONE, one token per request a draft step) and
+    ``scenario`` runs the other: its draft forwards are then read from the other kind's
+    (sim/cost_model.py ``draft_s``), on that kind's draft head, without a word; None
+    otherwise (a measured profile, no speculation, or the same kind)."""
+    a = profile.analytic
+    kind = a.get("drafter") if isinstance(a, dict) else None
+    if kind not in ("block", "chain"):
+        return None
+    srv = scenario.server
+    servers = [srv] + ([srv.role_server(r) for r in ("prefill", "decode")] if srv.disaggregation is not None else [])
+    other = sorted({x.speculative_algorithm.value for x in servers if x.speculative_algorithm.enabled
+                    and ("block" if x.speculative_algorithm.is_block else "chain") != kind})
+    if not other:
+        return None
+    want = "chain" if kind == "block" else "block"
+    names = {"block": "DSpark/DFlash", "chain": "EAGLE/MTP/STANDALONE"}
+    return (f"warning: profile {profile.name} prices a {kind} drafter ({names[kind]}), but speculative_algorithm "
+            f"{', '.join(other)} runs a {want} drafter ({names[want]}): its draft forwards are read from the {kind} "
+            f"drafter's; a profile for it: specsched profile --analytic ... --drafter {want}")
+
+
 def resolve_profile_path(name_or_path: str, relative_to: str | Path | None = None) -> Path:
     """A profile given as a path (absolute, or relative to the scenario file / cwd) or as a
     name in the bundled ``profiles/`` folder."""

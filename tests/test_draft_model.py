@@ -163,3 +163,37 @@ def test_standalone_on_a_profile_without_a_draft_model_says_what_it_prices(tmp_p
     assert sum("no draft model" in x for x in capsys.readouterr().err.splitlines()) == 1
     assert main(["run", str(sc), "-q", "--set", f"profile={dm}", "--out", str(tmp_path / "r2")]) in (0, None)
     assert "no draft model" not in capsys.readouterr().err
+
+
+def test_a_drafter_of_the_other_kind_than_the_profile_prices_is_said(tmp_path, capsys):
+    """An analytic profile written for a block drafter (the default) run with EAGLE-3, a chain
+    drafter, priced its draft steps from the block drafter's forward (the whole window on the
+    target's LM head) without a word; run and compare now say so in one warning line naming
+    the --drafter that fits, and a profile of the scenario's kind gets none."""
+    block, chain = tmp_path / "block.yaml", tmp_path / "chain.yaml"
+    base = ["profile", "--analytic", "--model", "llama-3.1-8b", "--gpu", "H100", "--tp", "1", "--window", "4", "-q"]
+    assert main([*base, "--out", str(block)]) in (0, None)
+    assert main([*base, "--drafter", "chain", "--out", str(chain)]) in (0, None)
+    sc = tmp_path / "s.yaml"
+    sc.write_text(yaml.safe_dump({
+        "name": "s", "profile": str(block),
+        "server": {"speculative_algorithm": "eagle3", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+                   "speculative_num_draft_tokens": 4},
+        "acceptance": {"mean_accept_length": 2.0},
+        "workload": {"kind": "burst", "num_requests": 2, "input_len": {"kind": "fixed", "value": 64},
+                     "output_len": {"kind": "fixed", "value": 8}},
+        "arms": {"dspark": {"server": {"speculative_algorithm": "dspark", "speculative_num_steps": None,
+                                       "speculative_eagle_topk": None}}}}))
+    capsys.readouterr()
+
+    def warned(argv):
+        assert main(argv) in (0, None)
+        return [x for x in capsys.readouterr().err.splitlines() if "drafter" in x and x.startswith("warning:")]
+
+    (w,) = warned(["run", str(sc), "-q", "--out", str(tmp_path / "r1")])
+    assert "eagle3" in w and "--drafter chain" in w, w
+    assert len(warned(["compare", str(sc), "--arms", "base,dspark", "--seeds", "1", "--no-save"])) == 1
+    assert warned(["run", str(sc), "-q", "--set", f"profile={chain}", "--out", str(tmp_path / "r2")]) == []
+    assert warned(["run", str(sc), "-q", "--arm", "dspark", "--out", str(tmp_path / "r3")]) == []
+    (w,) = warned(["run", str(sc), "-q", "--arm", "dspark", "--set", f"profile={chain}", "--out", str(tmp_path / "r4")])
+    assert "dspark" in w and "--drafter block" in w, w
