@@ -307,7 +307,8 @@ def label_what_ifs(runs: list[Any]) -> None:
 
     def setting(r: Any) -> str:
         sc = r.scenario if isinstance(r.scenario, dict) else {}
-        return json.dumps({k: v for k, v in sc.items() if k != "seed"}, sort_keys=True, default=str)
+        # the seed, and where the scenario file was read from (a run from another folder)
+        return json.dumps({k: v for k, v in sc.items() if k not in ("seed", "path")}, sort_keys=True, default=str)
 
     def source(r: Any) -> str:
         return str((r.summary or {}).get("source", "?")).split(" (")[0]

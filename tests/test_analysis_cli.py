@@ -7,6 +7,7 @@ import argparse
 import matplotlib.image as mpimg
 import pandas as pd
 import pytest
+import yaml
 from specsched.analysis.cli_commands import add_parsers
 from specsched.analysis.overrides import load_scenario_with_overrides
 from specsched.analysis.synthetic import write_demo_scenario
@@ -86,6 +87,9 @@ def test_plot_tells_what_if_runs_of_one_arm_apart(scenario, tmp_path, monkeypatc
     for seed in (1, 2):
         run = run_scenario(load_scenario_with_overrides(scenario, "base"), seed=seed)
         dirs.append(str(write_results(run, tmp_path / f"base-seed{seed}")))
+    # the same scenario run from another folder: its path differs, it is still a seed of base
+    saved = tmp_path / "base-seed2" / "scenario.yaml"
+    saved.write_text(yaml.safe_dump({**yaml.safe_load(saved.read_text()), "path": "../elsewhere/demo.yaml"}))
     over = {"server.chunked_prefill_size": 64}
     run = run_scenario(load_scenario_with_overrides(scenario, "base", over), seed=1)
     dirs.append(str(write_results(run, tmp_path / "base-seed1+server.chunked_prefill_size=64")))
