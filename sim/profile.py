@@ -927,6 +927,15 @@ def _local_profile_file(name: str, relative_to: str | Path | None) -> str | None
     return next((rel.as_posix() for d in folders if (d / rel).is_file()), None)
 
 
+def _suffixed_profile_file(name: str, relative_to: str | Path | None) -> str | None:
+    """``NAME.yaml`` (or ``.yml``) in the current directory or the scenario file's folder, for
+    a profile named without its suffix; None where there is none or ``name`` already has one."""
+    if not name or name.endswith((".yaml", ".yml")):
+        return None
+    folders = [Path.cwd()] + ([Path(relative_to).resolve().parent] if relative_to is not None else [])
+    return next((f"{name}{suf}" for d in folders for suf in (".yaml", ".yml") if (d / f"{name}{suf}").is_file()), None)
+
+
 MODEL_CONFIG_KEYS = frozenset({"hidden_size", "num_attention_heads", "num_hidden_layers", "architectures",
                                "model_type", "text_config"})
 """Keys of a Hugging Face ``config.json`` that no profile or scenario has."""
@@ -956,6 +965,11 @@ def load_profile(name_or_path: str, relative_to: str | Path | None = None) -> Pr
             raise ConfigError(str(relative_to or "<scenario>"), "profile", name_or_path,
                               f"no bundled profile of that name, but {local} is there (where specsched profile "
                               f"writes without --out): give it as a path, profile: {local}")
+        beside = _suffixed_profile_file(name_or_path, relative_to)
+        if beside is not None:   # `profile: l70` for the l70.yaml written here: a bare name is a bundled one
+            raise ConfigError(str(relative_to or "<scenario>"), "profile", name_or_path,
+                              f"no bundled profile of that name, but {beside} is there: give it as a path, "
+                              f"profile: {beside}")
         raise ConfigError(str(relative_to or "<scenario>"), "profile", name_or_path,
                           f"no such profile file; bundled: {', '.join(sorted(q.stem for q in profiles_dir().glob('*.yaml')))}"
                           "; or write one: specsched profile --analytic --model M --gpu G --tp N --out FILE")

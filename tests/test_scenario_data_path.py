@@ -4,6 +4,7 @@ the scenario file, else a shipped example by name. Each reader kept its own copy
 
 from __future__ import annotations
 
+import pytest
 from specsched.sim.bundled import scenario_data_path, scenarios_dir
 from specsched.sim.config import TraceConfig
 from specsched.sim.trace import load_trace
@@ -53,3 +54,20 @@ def test_a_home_relative_path_in_a_scenario_is_the_users_home(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path.parent)
     assert scenario_data_path("~/t.csv", None) == tmp_path / "t.csv"
     assert resolve_profile_path("~/p.yaml") == tmp_path / "p.yaml"
+
+
+def test_a_profile_named_without_its_suffix_points_at_the_file_beside(tmp_path, monkeypatch):
+    """`profile: l70` with l70.yaml in the working folder (or beside the scenario) was refused
+    listing the bundled profiles only; a bare name is a bundled profile, so it is still refused,
+    but the line names the file that is there and the value to give."""
+    from specsched.sim.errors import ConfigError
+    from specsched.sim.profile import load_profile
+
+    (tmp_path / "l70.yaml").write_text("name: l70\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as e:
+        load_profile("l70", tmp_path / "sub" / "s.yaml")
+    assert "profile: l70.yaml" in str(e.value), str(e.value)
+    with pytest.raises(ConfigError) as e:
+        load_profile("l70", tmp_path / "s.yaml")   # beside the scenario too
+    assert "profile: l70.yaml" in str(e.value), str(e.value)
