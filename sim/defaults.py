@@ -617,7 +617,10 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
                  f"SWA pool {ratio:g} x this)" if swa_on else "")
         if spec and hw.draft_kv_cell_bytes:
             split += f" (the drafter's KV {hw.draft_kv_cell_bytes / 1024:.1f} KiB included)"
-        given_mfs = " (given)" if server.mem_fraction_static is not None else ""
+        # SGLang's own fraction reserves activations per chunk token and the decode graphs first:
+        # a larger chunk shrinks the pool, which the line says (memory_hook.py)
+        given_mfs = (" (given)" if server.mem_fraction_static is not None else
+                     f" (SGLang's, for chunked_prefill_size {chunk_v} and cuda_graph_max_bs {graph_v})")
         if aiter_long_context(server, hw):
             given_mfs += (f" (x {AITER_LONG_CONTEXT_FACTOR}: aiter attention above {AITER_LONG_CONTEXT} tokens of "
                           "context, attention_hook.py)")
