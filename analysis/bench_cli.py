@@ -324,6 +324,29 @@ def refuse_out_over_inputs(out: Path, inputs: list[tuple[str, str | Path | None]
                               "file for what it writes")
 
 
+def refuse_replacing_own_scenario(out: Path) -> None:
+    """Refuse an ``--out`` that holds a file ``scenario from-bench`` did not write (no
+    ``source: bench_serving ...``): it wrote over the user's own scenario without a word. A
+    scenario from-bench wrote before is replaced, as running it again regenerates it.
+
+    Raises:
+        ConfigError: naming ``--out`` and how to go on.
+    """
+    import yaml
+
+    if not out.is_file():
+        return
+    try:
+        data = yaml.safe_load(out.read_text(encoding="utf-8", errors="replace"))
+    except yaml.YAMLError:
+        data = None
+    source = data.get("source") if isinstance(data, dict) else None
+    if isinstance(source, str) and source.startswith("bench_serving "):
+        return
+    raise ConfigError("<command line>", "--out", str(out), "exists and was not written by scenario from-bench (it has "
+                      "no source: bench_serving ...): not replaced; give another file, or remove it first")
+
+
 def _from_bench_inputs(bench_file: str, profile: str, template: str | None) -> list[tuple[str, str | Path | None]]:
     """``scenario from-bench``'s input files for :func:`refuse_out_over_inputs`."""
     from specsched.sim.bundled import resolve_scenario_path
@@ -366,6 +389,7 @@ def cmd_from_bench(args: argparse.Namespace) -> int:
     if out.is_dir():   # --out results/: the scenario goes in it, under its name (its histograms were
         out = out / f"{sc['name']}.yaml"   # written beside the folder, then the YAML refused naming a temporary file)
     refuse_out_over_inputs(out, _from_bench_inputs(run.source.rsplit(":", 1)[0], args.profile, args.template))
+    refuse_replacing_own_scenario(out)
     for p in write_scenario(sc, tables, out):
         print(f"wrote {p}")
     warn_mismatches(sc["assumptions"])   # stderr, -q or not: the scenario is for another setup

@@ -1237,3 +1237,20 @@ def test_an_assumed_eagle_drafter_takes_sglangs_choice_for_the_profiles_model():
     assert sc["server"]["speculative_eagle_topk"] == 4 and sc["server"]["speculative_num_draft_tokens"] == 8
     sc, _ = scenario_from_bench(run, "h200-llama8b-roofline")   # no hardware.architecture
     assert sc["server"]["speculative_num_steps"] == 3 and sc["server"]["speculative_num_draft_tokens"] == 4
+
+
+def test_an_out_holding_a_scenario_of_ones_own_is_not_replaced(tmp_path, monkeypatch, capsys):
+    """`scenario from-bench ... --out my.yaml` wrote over the user's own scenario my.yaml
+    without a word; a file from-bench wrote before (source: bench_serving ...) is still
+    replaced, one written otherwise is refused in one line, exit 2, and left as it was."""
+    monkeypatch.chdir(tmp_path)
+    p = _write(tmp_path, LINE)
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "s.yaml", "-q"]) == 0
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "s.yaml", "-q"]) == 0
+    mine = tmp_path / "my.yaml"
+    mine.write_text("name: my\nprofile: h200-1b\n")
+    capsys.readouterr()
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "my.yaml", "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "my.yaml" in err[0] and "--out" in err[0], err
+    assert mine.read_text() == "name: my\nprofile: h200-1b\n"
