@@ -1594,6 +1594,9 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
     if not args.out:
         raise ConfigError("<command line>", "--out", "<missing>", "calibrate --from needs --out NEW.yaml")
     refuse_file_out(args.out, "the fitted profile", "fitted.yaml")   # found before the fit, not after it
+    from specsched.sim.profile import refuse_replacing_non_profile
+
+    refuse_replacing_non_profile(args.out)
     take_range_notes()   # this command's simulations' only
     params = [p.strip() for p in args.params.split(",") if p.strip()]
     if not params:   # "$PARAMS" unset: a fit of no factor ended in a numpy traceback after its first evaluation

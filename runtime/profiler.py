@@ -462,6 +462,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if args.preset not in PRESETS or args.preset.endswith("-draft"):
         raise ConfigError("<command line>", "--preset", args.preset,
                           f"allowed: {', '.join(k for k in PRESETS if not k.endswith('-draft'))}")
+    if args.out:   # before the measurements, not after them
+        from specsched.sim.profile import refuse_replacing_non_profile
+
+        refuse_replacing_non_profile(args.out)
     t0 = time.perf_counter()
     from specsched.runtime.cli_commands import device_memory_refused
 

@@ -197,3 +197,22 @@ def test_a_drafter_of_the_other_kind_than_the_profile_prices_is_said(tmp_path, c
     assert warned(["run", str(sc), "-q", "--arm", "dspark", "--out", str(tmp_path / "r3")]) == []
     (w,) = warned(["run", str(sc), "-q", "--arm", "dspark", "--set", f"profile={chain}", "--out", str(tmp_path / "r4")])
     assert "dspark" in w and "--drafter block" in w, w
+
+
+def test_a_profile_out_holding_a_scenario_is_not_replaced(tmp_path, capsys):
+    """`specsched profile --analytic --out my.yaml` and `calibrate --from --out my.yaml` wrote
+    a profile over the user's scenario my.yaml without a word; a file that is no profile (no
+    gpu) is now refused in one line, exit 2, left as it was; an older profile is replaced."""
+    scenario_text = "name: my\nprofile: p.yaml\nworkload: {kind: burst}\n"
+    mine = tmp_path / "my.yaml"
+    mine.write_text(scenario_text)
+    base = ["profile", "--analytic", "--model", "llama-3.1-8b", "--gpu", "H100", "-q"]
+    capsys.readouterr()
+    assert main([*base, "--out", str(mine)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--out" in err[0] and "not a profile" in err[0], err
+    assert mine.read_text() == scenario_text
+    prof = tmp_path / "p.yaml"
+    assert main([*base, "--out", str(prof)]) in (0, None)
+    assert main([*base, "--tp", "2", "--out", str(prof)]) in (0, None)   # a profile: replaced
+    assert "tp_size: 2" in prof.read_text()

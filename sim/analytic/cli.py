@@ -175,6 +175,9 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("profiles") / f"{d['name']}.yaml"
     if out.is_dir():
         raise ConfigError("<command line>", "--out", str(out), "is a directory; give a .yaml file path")
+    from specsched.sim.profile import refuse_replacing_non_profile
+
+    refuse_replacing_non_profile(out)
     _check_buildable(d, str(args.model))
     write_analytic_profile(d, out)
     hw = d["hardware"]
