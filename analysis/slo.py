@@ -84,6 +84,9 @@ def parse_slo(text: str, known: Sequence[str], where: str = "<command line>", ke
         raise ConfigError(where, key, text, "the bound must be a number") from None
     if not math.isfinite(bound):
         raise ConfigError(where, key, text, "the bound must be a finite number")
+    if bound < 0:   # met by every point (>=) or by none (<=): it tells no point from another
+        raise ConfigError(where, key, text, "the bound must be >= 0: every run summary metric is (latencies in ms, "
+                                            "throughputs, counts)")
     return Slo(metric, op, bound)
 
 

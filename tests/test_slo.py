@@ -121,3 +121,13 @@ def test_a_sweep_over_names_lists_the_points_that_meet_the_objectives():
     by_arm = RATE_SWEEP[RATE_SWEEP["workload.request_rate"] == 8.0]
     lines = slo_lines(by_arm, [Slo("p90_ttft_ms", "<=", 2000.0)])
     assert lines[:2] == ["SLOs p90_ttft_ms<=2000: met at 1 of 2 point(s)", "  met at: arm=fix"]
+
+
+@pytest.mark.parametrize("text", ["p90_ttft_ms<=-5", "output_throughput>=-1", "median_tpot_ms<-0.5"])
+def test_a_negative_bound_is_refused(text):
+    """Every run summary metric is >= 0 (latencies, throughputs, counts): a negative bound was
+    taken, and `<= -5` then judged every point missed ('met at none'), `>= -1` every point met,
+    with no word that the objective cannot tell points apart."""
+    with pytest.raises(ConfigError) as e:
+        parse_slo(text, ["p90_ttft_ms", "output_throughput", "median_tpot_ms"])
+    assert e.value.key == "--slo" and ">= 0" in str(e.value), str(e.value)
