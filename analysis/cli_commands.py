@@ -212,6 +212,13 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from specsched.analysis.io import run_label
     from tqdm import tqdm
 
+    if args.out:   # a file, or a path under one: refused before any input is read ("cannot write ...: File exists")
+        from specsched.sim.atomic import file_above
+
+        above = Path(args.out) if Path(args.out).exists() and not Path(args.out).is_dir() else file_above(args.out)
+        if above is not None:
+            raise ConfigError(_CLI, "--out", args.out, f"{above} is a file: plot writes its figures into a folder; "
+                              "give a folder (a new one is made)")
     if len(args.results_dirs) == 1 and args.results_dirs[0].endswith(".parquet") and Path(args.results_dirs[0]).is_file():
         return _plot_sweep(args)
     for d in args.results_dirs:   # read as a bench_serving file: "not a complete JSON object ...; truncated?"

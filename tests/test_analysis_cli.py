@@ -124,6 +124,22 @@ def test_plot_tells_a_measured_run_from_its_prediction(scenario, tmp_path, monke
     assert {k: len(v) for k, v in seen[-1].items()} == {"base [runtime:cpu]": 1, "base [sim]": 1}
 
 
+def test_a_plot_out_that_is_a_file_is_refused_naming_out(scenario, tmp_path, capsys):
+    """`plot DIR --out notes.yaml` (a file) failed with "cannot write notes.yaml: File exists",
+    naming neither --out nor what it takes; now one line naming --out, exit 2, the file kept,
+    for runs and for a sweep file alike, and a path under a file likewise."""
+    run = run_scenario(load_scenario_with_overrides(scenario, "base"), seed=1)
+    d = str(write_results(run, tmp_path / "base-seed1"))
+    note = tmp_path / "notes.yaml"
+    note.write_text("mine\n")
+    for out in (note, note / "figs"):
+        capsys.readouterr()
+        assert main(["plot", d, "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--out" in err[0] and "folder" in err[0], err
+    assert note.read_text() == "mine\n"
+
+
 def test_plotting_another_set_never_overwrites_and_a_replacement_is_named(scenario, tmp_path, monkeypatch, capsys,
                                                                           tiny_figures):
     """Several inputs get their own folder (named after them; alike folder names take their
