@@ -441,6 +441,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if len(dict.fromkeys(arms)) < 2:
         raise ConfigError("<command line>", "--arms", args.arms, "give at least two different arms, the first is the base")
     metrics = _list_arg(args.metrics, "--metrics") if args.metrics else None
+    from specsched.sim.atomic import file_above
+
+    for opt, val, example in (("--csv", args.csv, "compare.csv"), ("--markdown", args.markdown, "compare.md"),
+                              ("--plot", args.plot, None)):
+        # found before the runs, not by the write after them ("cannot write DIR: Is a directory")
+        if val and example and Path(val).is_dir():
+            raise ConfigError(_CLI, opt, val, f"a folder: give a file, e.g. {Path(val) / example}")
+        if val and (above := file_above(val)) is not None:
+            raise ConfigError(_CLI, opt, val, f"{above} is a file: it cannot hold what {opt} writes")
     scenarios = compare.check_arms(args.scenario, arms, args.seeds, parse_overrides(args.set))  # names --arms, not --arm
     for arm in arms:
         check_workload(args.scenario, arm, parse_overrides(args.set), args.max_requests)

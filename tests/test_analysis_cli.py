@@ -140,6 +140,25 @@ def test_a_plot_out_that_is_a_file_is_refused_naming_out(scenario, tmp_path, cap
     assert note.read_text() == "mine\n"
 
 
+@pytest.mark.parametrize("option,target", [("--csv", "dir"), ("--markdown", "dir"), ("--csv", "under_file"),
+                                           ("--plot", "under_file")])
+def test_compare_refuses_an_unwritable_table_or_plot_before_its_runs(scenario, tmp_path, capsys, monkeypatch, option,
+                                                                     target):
+    """`compare --csv DIR` (a folder) or a path under a file ran every arm and seed, then failed
+    with "cannot write DIR: Is a directory", naming no option; now one line naming the option,
+    exit 2, before any run."""
+    from specsched.analysis import compare
+
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "f.txt").write_text("x\n")
+    out = {"dir": tmp_path / "dir", "under_file": tmp_path / "f.txt" / "t"}[target]
+    ran = []
+    monkeypatch.setattr(compare, "run_arms", lambda *a, **k: ran.append(1))
+    assert main(["compare", str(scenario), "--arms", "base,stream_wait", "--no-save", option, str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert option in err[-1] and not ran, err
+
+
 def test_plotting_another_set_never_overwrites_and_a_replacement_is_named(scenario, tmp_path, monkeypatch, capsys,
                                                                           tiny_figures):
     """Several inputs get their own folder (named after them; alike folder names take their
