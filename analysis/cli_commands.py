@@ -700,7 +700,7 @@ def add_parsers(subparsers: Any) -> None:
     p = subparsers.add_parser("plot", help="plot TTFT/TPOT/ITL distributions, timelines and verify split of results directories",
                               description=cmd_plot.__doc__)
     p.add_argument("results_dirs", nargs="+", metavar="RESULTS_DIR",
-                   help="results directories or bench_serving FILE[:LINE] (one per run; runs of one arm are pooled), "
+                   help="results directories or bench_serving FILE[:LINE] (one per run; seeds of one arm are pooled; --set what-ifs and measured vs predicted runs of it are drawn apart), "
                         "or one sweep parquet file (metric-vs-parameter lines)")
     p.add_argument("--out", metavar="DIR", help="output directory (default: RESULTS_DIR/plots for one run, plots/FILE for one "
                                                 "bench_serving file; "
