@@ -628,6 +628,7 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
             f"{loaded_weight_bytes(hw, spec) / 2**30:.1f} GiB, "
             f"{cell / 1024:.1f} KiB per token{split}")
     physical = physical_pool_tokens(hw, server.page_size, ratio, spec)
+    cut_to_profiled = False   # a stated pool no memory holds: each PD role is cut to its own pool below
     if ("max_total_num_tokens" in given and pool and server.mem_fraction_static is not None
             and server.max_total_num_tokens > pool):
         # both given: the user states the memory fraction, so the pool it leaves is the
@@ -644,6 +645,7 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
         # (mem_cache/kv_cache_configurator.py _apply_token_constraints). The estimate of the
         # profiled pool is approximate, so only a value no GPU memory could hold is capped.
         vals["max_total_num_tokens"] = pool
+        cut_to_profiled = True
         out.append(Resolved("max_total_num_tokens", pool,
                             f"capped: {server.max_total_num_tokens} tokens x {cell / 1024:.1f} KiB do not fit "
                             f"beside {loaded_weight_bytes(hw, spec) / 2**30:.1f} GiB of weights in {where}; SGLang uses the profiled pool"))
@@ -704,7 +706,11 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
     resolved = server.model_copy(update=vals)
     if resolved.disaggregation is not None:
         resolved = _role_page_snaps(resolved, hw, given, out, stated_page)   # before the pools, which count pages
-    if resolved.disaggregation is not None and "max_total_num_tokens" not in given and pool is not None and pool > 0:
+    if (resolved.disaggregation is not None and ("max_total_num_tokens" not in given or cut_to_profiled)
+            and pool is not None and pool > 0):
+        # a stated pool that no memory holds is cut by each role's server to the pool its own
+        # reserve leaves (kv_cache_configurator.py _apply_token_constraints runs per server),
+        # not to the colocated server's
         resolved = _role_pools(resolved, hw, given, out)
     if resolved.disaggregation is not None:
         resolved = _role_spec_defaults(resolved, hw, given, out)
@@ -819,7 +825,10 @@ def _role_pools(server: ServerArgs, hw: Hardware, given: set[str], out: list[Res
     (SGLang: ``max_running_requests or cuda_graph max_bs``); the draft tokens the scenario's
     ``speculative_num_draft_tokens`` where it sets it, else 1 (``speculative_num_draft_tokens or
     1``: the speculative hook that picks a default runs after the memory hook). Each role's pool is appended to
-    ``out``."""
+    ``out``. Also called when the scenario's server states a pool no GPU memory could hold:
+    every SGLang server takes the smaller of --max-total-tokens and the pool it profiled
+    (mem_cache/kv_cache_configurator.py ``_apply_token_constraints``), so each role is cut
+    to its own pool, not to the colocated one."""
     layout = server.disaggregation
     roles: dict[str, Any] = {}
     for role in ("prefill", "decode"):

@@ -244,6 +244,24 @@ def test_each_disaggregated_role_gets_the_pool_its_reserve_leaves(tmp_path):
     assert {stated.server.role_server(r).max_total_num_tokens for r in ("prefill", "decode")} == {70000}
 
 
+def test_a_stated_pool_no_memory_holds_is_cut_to_each_roles_own_pool(tmp_path):
+    """--max-total-tokens is an upper bound each SGLang server applies to the pool its own
+    memory settings leave (mem_cache/kv_cache_configurator.py _apply_token_constraints: the
+    smaller of the two). A PD scenario stating a pool no GPU could hold (a scenario written
+    for a larger machine, run with --set profile=...) used to cut both roles to the
+    colocated server's pool; each role is now cut to the pool its own reserve leaves
+    (arg_groups/memory_hook.py handle_gpu_memory_settings by serving mode), the same pools it
+    gets when no pool is stated."""
+    pd = "disaggregation: {prefill: {instances: 1}, decode: {instances: 1}}"
+    own = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1, pd))
+    want = {r: own.server.role_server(r).max_total_num_tokens for r in ("prefill", "decode")}
+    huge = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1, f"max_total_num_tokens: 99000000, {pd}"))
+    got = {r: huge.server.role_server(r).max_total_num_tokens for r in ("prefill", "decode")}
+    assert got == want and got["decode"] > got["prefill"]
+    filled = {r.key: r.value for r in huge._resolved_defaults}
+    assert filled["disaggregation.decode.server.max_total_num_tokens"] == want["decode"]
+
+
 def test_a_huge_chunk_counts_its_prefill_graph_sizes_without_listing_them(tmp_path, capsys):
     """A fuzzed scenario's chunked_prefill_size of 2**63 (or 1e23) listed every 512th prefill
     graph size up to it: an OverflowError or a MemoryError traceback while loading. Such a
