@@ -706,12 +706,12 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
     resolved = server.model_copy(update=vals)
     if resolved.disaggregation is not None:
         resolved = _role_page_snaps(resolved, hw, given, out, stated_page)   # before the pools, which count pages
-    if (resolved.disaggregation is not None and ("max_total_num_tokens" not in given or cut_to_profiled)
-            and pool is not None and pool > 0):
+    if resolved.disaggregation is not None and pool is not None and pool > 0:
         # a stated pool that no memory holds is cut by each role's server to the pool its own
         # reserve leaves (kv_cache_configurator.py _apply_token_constraints runs per server),
         # not to the colocated server's
-        resolved = _role_pools(resolved, hw, given, out)
+        resolved = _role_pools(resolved, hw, given, out,
+                               server_pool_kept="max_total_num_tokens" in given and not cut_to_profiled)
     if resolved.disaggregation is not None:
         resolved = _role_spec_defaults(resolved, hw, given, out)
     return resolved, out
@@ -816,7 +816,8 @@ def _role_spec_defaults(server: ServerArgs, hw: Hardware, given: set[str], out: 
     return server.model_copy(update={"disaggregation": layout.model_copy(update=roles)}) if roles else server
 
 
-def _role_pools(server: ServerArgs, hw: Hardware, given: set[str], out: list[Resolved]) -> ServerArgs:
+def _role_pools(server: ServerArgs, hw: Hardware, given: set[str], out: list[Resolved],
+                server_pool_kept: bool = False) -> ServerArgs:
     """``server`` with each disaggregated role that states no pool of its own given the pool
     its own reserve leaves (:func:`mem_fraction_static` by role: a decode server reserves
     for max(running requests x draft tokens, 2048) activation tokens and no prefill graphs, a
@@ -828,14 +829,21 @@ def _role_pools(server: ServerArgs, hw: Hardware, given: set[str], out: list[Res
     ``out``. Also called when the scenario's server states a pool no GPU memory could hold:
     every SGLang server takes the smaller of --max-total-tokens and the pool it profiled
     (mem_cache/kv_cache_configurator.py ``_apply_token_constraints``), so each role is cut
-    to its own pool, not to the colocated one."""
+    to its own pool, not to the colocated one; likewise a role whose own overrides state a
+    pool no memory holds. ``server_pool_kept``: the scenario's server states a pool that
+    memory could hold, which the roles without one of their own keep."""
     layout = server.disaggregation
     roles: dict[str, Any] = {}
     for role in ("prefill", "decode"):
         cfg = getattr(layout, role)
-        if "max_total_num_tokens" in cfg.server:
-            continue
         rs = server.role_server(role)
+        stated = cfg.server.get("max_total_num_tokens")
+        if stated is not None:
+            physical = physical_pool_tokens(hw, rs.page_size, None, rs.speculative_algorithm.enabled)
+            if physical is None or stated <= physical:
+                continue
+        elif server_pool_kept:
+            continue
         set_running = "max_running_requests" in given or "max_running_requests" in cfg.server
         running = rs.max_running_requests if set_running else rs.cuda_graph_max_bs
         # SGLang reads speculative_num_draft_tokens before the speculative hook fills it in
@@ -845,12 +853,15 @@ def _role_pools(server: ServerArgs, hw: Hardware, given: set[str], out: list[Res
         mfs = mem_fraction_static_of(rs, hw, role=role, decode_tokens=running * draft)
         pool = kv_pool_tokens(hw, mfs, rs.page_size, None,  # PD runs no hybrid SWA pool (ServerArgs._check_roles)
                               rs.speculative_algorithm.enabled)
-        if pool is None or pool <= 0 or pool == rs.max_total_num_tokens:
+        if pool is None or pool <= 0 or (stated is None and pool == rs.max_total_num_tokens):
             continue
         roles[role] = cfg.model_copy(update={"server": {**cfg.server, "max_total_num_tokens": pool}})
-        out.append(Resolved(f"disaggregation.{role}.server.max_total_num_tokens", pool,
-                            f"the {role} server's KV pool: mem_fraction_static {mfs:.6g} by its role's reserve "
-                            "(arg_groups/memory_hook.py handle_gpu_memory_settings, reserve_for_graph_mb)"))
+        why = (f"the {role} server's KV pool: mem_fraction_static {mfs:.6g} by its role's reserve "
+               "(arg_groups/memory_hook.py handle_gpu_memory_settings, reserve_for_graph_mb)")
+        if stated is not None:
+            why = (f"capped: the {role} server's {stated} tokens do not fit its GPU memory; SGLang uses the "
+                   f"profiled pool (kv_cache_configurator.py _apply_token_constraints), {why}")
+        out.append(Resolved(f"disaggregation.{role}.server.max_total_num_tokens", pool, why))
     return server.model_copy(update={"disaggregation": layout.model_copy(update=roles)}) if roles else server
 
 

@@ -260,6 +260,12 @@ def test_a_stated_pool_no_memory_holds_is_cut_to_each_roles_own_pool(tmp_path):
     assert got == want and got["decode"] > got["prefill"]
     filled = {r.key: r.value for r in huge._resolved_defaults}
     assert filled["disaggregation.decode.server.max_total_num_tokens"] == want["decode"]
+    # a role's own overrides stating such a pool: cut the same way (it ran with a 99M-token pool)
+    role = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1,
+                                   "disaggregation: {prefill: {instances: 1}, decode: {instances: 1, "
+                                   "server: {max_total_num_tokens: 99000000}}}"))
+    assert role.server.role_server("decode").max_total_num_tokens == want["decode"]
+    assert role.server.role_server("prefill").max_total_num_tokens == want["prefill"]
 
 
 def test_a_huge_chunk_counts_its_prefill_graph_sizes_without_listing_them(tmp_path, capsys):
