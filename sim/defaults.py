@@ -424,6 +424,42 @@ def kv_token_bytes(hw: Hardware, swa_ratio: float | None = SWA_FULL_TOKENS_RATIO
     return hw.kv_cell_bytes + swa_ratio * hw.swa_kv_cell_bytes + draft
 
 
+def attention_tp_kv_scale(hw: Hardware, attn_dp_size: int) -> float:
+    """How many times one token's KV bytes on a GPU grow when DP attention splits the
+    profile's TP group into ``attn_dp_size`` ranks: SGLang sizes the KV cell with the KV heads
+    per GPU at the attention TP size, ``tp_size // attn_dp_size``
+    (model_executor/pool_configurator.py ``DefaultPoolConfigurator``,
+    ``HybridSWAPoolConfigurator._recompute_cell_size``: ``get_num_kv_heads(attn_tp_size)``;
+    configs/model_config.py ``get_num_kv_heads``: ``max(1, kv_heads // tp)``), while the
+    profile's ``kv_cell_bytes`` is one GPU's at the whole TP size. GQA/MHA: ``max(1, kv_heads //
+    (tp / dp)) / max(1, kv_heads // tp)`` (Llama-3.1-70B TP8 at dp 4: 4 heads per GPU instead
+    of 1, four times the bytes); MLA: 1 (the latent is whole on every rank either way). A
+    profile whose heads are unknown is read as :func:`sim.dp_attention.tp_group_kv_ratio`
+    reads it (KV heads >= TP: ``attn_dp_size``); one that times a single rank (``tp_size`` 1,
+    or a size ``attn_dp_size`` does not divide) already holds one rank's cell: 1."""
+    tp = hw.tp_size
+    if attn_dp_size < 2 or tp < 2 or tp % attn_dp_size or hw.mla:
+        return 1.0
+    if hw.num_kv_heads is None:
+        return float(attn_dp_size)
+    return max(1, hw.num_kv_heads // (tp // attn_dp_size)) / max(1, hw.num_kv_heads // tp)
+
+
+def attention_tp_hardware(hw: Hardware, attn_dp_size: int) -> Hardware:
+    """``hw`` with its per-token KV cells (target, drafter, SWA) as one GPU of a DP-attention
+    rank holds them (:func:`attention_tp_kv_scale`); ``hw`` itself without DP attention. The
+    drafter's cell takes the target's ratio (its layers have the target's KV heads; a
+    separate draft model with other heads is approximated so)."""
+    k = attention_tp_kv_scale(hw, attn_dp_size)
+    if k == 1.0 or hw.kv_cell_bytes is None:
+        return hw
+    return hw.model_copy(update={
+        "kv_cell_bytes": hw.kv_cell_bytes * k,
+        "draft_kv_cell_bytes": None if hw.draft_kv_cell_bytes is None else hw.draft_kv_cell_bytes * k,
+        "swa_kv_cell_bytes": None if hw.swa_kv_cell_bytes is None else hw.swa_kv_cell_bytes * k,
+    })
+
+
 def loaded_weight_bytes(hw: Hardware, speculative: bool = False) -> float | None:
     """Weights one rank has loaded when SGLang sizes the KV pool: ``weight_bytes`` less the
     drafter's (``draft_weight_bytes``) when the server does not speculate (no draft worker is
@@ -610,13 +646,17 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
     swa_on = hw.swa_kv_cell_bytes is not None and vals.get("sliding_window_size", server.sliding_window_size) is not None
     ratio = server.swa_full_tokens_ratio if swa_on else None
     spec = server.speculative_algorithm.enabled
-    cell = kv_token_bytes(hw, ratio, spec)
-    pool = kv_pool_tokens(hw, mfs, server.page_size, ratio, spec)
+    hw_kv = attention_tp_hardware(hw, server.attn_dp_size)   # a DP-attention rank's KV cell per GPU
+    cell = kv_token_bytes(hw_kv, ratio, spec)
+    pool = kv_pool_tokens(hw_kv, mfs, server.page_size, ratio, spec)
     if pool is not None and pool > 0:
-        split = (f" ({hw.kv_cell_bytes / 1024:.1f} full + {ratio:g} x {hw.swa_kv_cell_bytes / 1024:.1f} SWA; "
+        split = (f" ({hw_kv.kv_cell_bytes / 1024:.1f} full + {ratio:g} x {hw_kv.swa_kv_cell_bytes / 1024:.1f} SWA; "
                  f"SWA pool {ratio:g} x this)" if swa_on else "")
-        if spec and hw.draft_kv_cell_bytes:
-            split += f" (the drafter's KV {hw.draft_kv_cell_bytes / 1024:.1f} KiB included)"
+        if spec and hw_kv.draft_kv_cell_bytes:
+            split += f" (the drafter's KV {hw_kv.draft_kv_cell_bytes / 1024:.1f} KiB included)"
+        if hw_kv is not hw:
+            split += (f" (KV heads per GPU at the attention TP size {hw.tp_size // server.attn_dp_size} of DP "
+                      "attention: model_executor/pool_configurator.py get_num_kv_heads(attn_tp_size))")
         # SGLang's own fraction reserves activations per chunk token and the decode graphs first:
         # a larger chunk shrinks the pool, which the line says (memory_hook.py)
         given_mfs = (" (given)" if server.mem_fraction_static is not None else
@@ -627,7 +667,7 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
         put("max_total_num_tokens", pool, f"KV pool: mem_fraction_static {mfs:.6g}{given_mfs} x memory - weights "
             f"{loaded_weight_bytes(hw, spec) / 2**30:.1f} GiB, "
             f"{cell / 1024:.1f} KiB per token{split}")
-    physical = physical_pool_tokens(hw, server.page_size, ratio, spec)
+    physical = physical_pool_tokens(hw_kv, server.page_size, ratio, spec)
     cut_to_profiled = False   # a stated pool no memory holds: each PD role is cut to its own pool below
     if ("max_total_num_tokens" in given and pool and server.mem_fraction_static is not None
             and server.max_total_num_tokens > pool):
@@ -839,7 +879,8 @@ def _role_pools(server: ServerArgs, hw: Hardware, given: set[str], out: list[Res
         rs = server.role_server(role)
         stated = cfg.server.get("max_total_num_tokens")
         if stated is not None:
-            physical = physical_pool_tokens(hw, rs.page_size, None, rs.speculative_algorithm.enabled)
+            physical = physical_pool_tokens(attention_tp_hardware(hw, rs.attn_dp_size), rs.page_size, None,
+                                            rs.speculative_algorithm.enabled)
             if physical is None or stated <= physical:
                 continue
         elif server_pool_kept:
@@ -851,7 +892,7 @@ def _role_pools(server: ServerArgs, hw: Hardware, given: set[str], out: list[Res
         set_draft = "speculative_num_draft_tokens" in given or "speculative_num_draft_tokens" in cfg.server
         draft = rs.speculative_num_draft_tokens if rs.speculative_algorithm.enabled and set_draft else 1
         mfs = mem_fraction_static_of(rs, hw, role=role, decode_tokens=running * draft)
-        pool = kv_pool_tokens(hw, mfs, rs.page_size, None,  # PD runs no hybrid SWA pool (ServerArgs._check_roles)
+        pool = kv_pool_tokens(attention_tp_hardware(hw, rs.attn_dp_size), mfs, rs.page_size, None,  # PD: no SWA pool (ServerArgs._check_roles)
                               rs.speculative_algorithm.enabled)
         if pool is None or pool <= 0 or (stated is None and pool == rs.max_total_num_tokens):
             continue
