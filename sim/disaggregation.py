@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 from specsched.sim import seed_streams
 from specsched.sim.config import Scenario, ServerArgs
+from specsched.sim.defaults import attention_tp_kv_scale, hardware_of
 from specsched.sim.disagg_records import StreamRecorder, deployment_step_summary
 from specsched.sim.engine import SimEngine
 from specsched.sim.errors import ConfigError
@@ -145,6 +146,7 @@ class PDEngine(SimEngine):
         self._pair: dict[int, tuple[_Server, _Server, Req, Req]] = {}
         self._rejected = {s.index for s in self.specs if s.abort is not None}   # sim/served.py trace_aborts
         self._link_free: dict[tuple[int, int], float] = {}
+        self._kv_scale: dict[int, float] = {}   # id(prefill server) -> its GPU's KV bytes over the profile's
         self._ready_s: dict[int, float] = {}  # rid -> when its last chunk's send began
         self.transfer_s: list[float] = []
         self.sched = _Roles(self.prefill, self.decode)
@@ -208,9 +210,19 @@ class PDEngine(SimEngine):
     # ----------------------------------------------------------- KV transfer
     def _link_send(self, p: _Server, rank: int, start: float, tokens: int) -> float:
         """Queue ``tokens`` tokens' KV on the prefill rank's link from ``start``; returns when
-        they are through."""
+        they are through.
+
+        The profile's ``kv_transfer.bytes_per_token`` is one GPU's shard at the profile's TP
+        size; a DP-attention rank's GPU holds the KV heads of its attention TP size (tp / dp),
+        :func:`sim.defaults.attention_tp_kv_scale` times as many bytes, and sends them over its
+        own link (disaggregation/mooncake/conn.py: each prefill TP rank sends its own heads)."""
         key = (id(p), rank)
-        end = max(self._link_free.get(key, 0.0), start) + self.transfer.seconds(tokens)
+        scale = self._kv_scale.get(id(p))
+        if scale is None:
+            hw = hardware_of(self.profile)
+            scale = self._kv_scale[id(p)] = (attention_tp_kv_scale(hw, p.server.attn_dp_size)
+                                             if hw is not None else 1.0)
+        end = max(self._link_free.get(key, 0.0), start) + self.transfer.seconds(tokens) * scale
         self._link_free[key] = end
         return end
 

@@ -196,6 +196,25 @@ def test_kv_transfer_time_shows_in_ttft():
     assert slow.summary["mean_tpot_ms"] == pytest.approx(fast.summary["mean_tpot_ms"])
 
 
+@pytest.mark.parametrize("mla,kv_heads,ratio", [(False, 4, 2.0), (False, 2, 1.0), (True, None, 1.0)])
+def test_a_dp_attention_prefill_rank_sends_the_kv_heads_its_gpus_hold(mla, kv_heads, ratio):
+    """kv_transfer.bytes_per_token is one GPU's KV shard at the profile's TP size. Under DP
+    attention a rank's GPUs hold the KV heads of the attention TP size tp / dp
+    (model_executor/pool_configurator.py get_num_kv_heads(attn_tp_size)), and each sends its
+    own over its link: a TP4 group with 4 KV heads split into 2 ranks sends twice the bytes
+    per GPU. The transfer was priced at the TP4 shard. Two KV heads (already replicated at
+    attention TP 2) and MLA's latent (whole on every rank) keep it."""
+    from specsched.sim.hardware import Hardware
+
+    hw = Hardware(platform="cuda", tp_size=4, num_kv_heads=kv_heads, mla=mla)
+    prof = _profile(link=1e9, latency=0.0).model_copy(update={"hardware": hw})
+    wl = {"num_requests": 1, "input_len": {"kind": "fixed", "value": 1000}}
+    plain = SimEngine(make_scenario(_pd(), wl), prof, 1).run()
+    dp = SimEngine(make_scenario(_pd(enable_dp_attention=True, dp_size=2), wl), prof, 1).run()
+    assert plain.summary["mean_kv_transfer_ms"] == pytest.approx(1000 * 1e5 / 1e9 * 1e3)
+    assert dp.summary["mean_kv_transfer_ms"] == pytest.approx(ratio * plain.summary["mean_kv_transfer_ms"])
+
+
 def test_colocated_prefill_stalls_decode_but_pd_does_not():
     # long prompts arriving while others decode: colocated, a running request's decode waits
     # for other requests' chunks (speculative decoding runs no mixed chunk); disaggregated,
