@@ -271,26 +271,24 @@ def test_a_stated_pool_no_memory_holds_is_cut_to_each_roles_own_pool(tmp_path):
 def test_a_dp_attention_ranks_pool_is_sized_by_its_kv_heads_per_gpu(tmp_path):
     """SGLang sizes a DP-attention rank's KV cell with the KV heads one GPU holds at the
     attention TP size tp / dp (model_executor/pool_configurator.py get_num_kv_heads(attn_tp_size);
-    configs/model_config.py: max(1, kv_heads // tp)). Llama-3.1-70B (8 KV heads) at TP8 with
-    dp_size 4 holds 4 heads per GPU, not 1: each rank's pool was filled with the TP8 cell,
-    2.8M tokens per rank on H200s, 4x what the memory holds. Qwen3-30B-A3B (4 KV heads) at
-    TP8 already replicates its one head per GPU, so dp_size 2 leaves the cell as it is."""
-    def pool(model, tp, extra=""):
-        sc = load_scenario(_scenario(tmp_path, model, "H200", tp, extra))
+    configs/model_config.py: max(1, kv_heads // tp)). Qwen3-30B-A3B (4 KV heads) at TP4 with
+    dp_size 4 holds all 4 heads on each GPU, not 1: each rank's pool was filled with the TP4
+    cell, 4.8M tokens per rank on H200s, 4x what the memory holds. At TP8 the model already
+    replicates its one head per GPU, so dp_size 2 leaves the cell as it is."""
+    import yaml
+
+    def pool(tp, extra=""):
+        sc = load_scenario(_scenario(tmp_path, "qwen3-30b-a3b", "H200", tp, extra))
         return sc.server.max_total_num_tokens
 
-    base = pool("llama-3.1-70b", 8)
-    dp4 = pool("llama-3.1-70b", 8, "enable_dp_attention: true, dp_size: 4")
+    base = pool(4)
+    dp4 = pool(4, "enable_dp_attention: true, dp_size: 4")
     # the reserves differ a little with DP attention (graph padding per rank); the cell 4x
     assert 0.2 * base < dp4 < 0.26 * base
-    prof = tmp_path / "H200-llama-3.1-70b-tp8.yaml"
-    import yaml
-    hw = Hardware(**yaml.safe_load(prof.read_text())["hardware"])
-    gib_per_gpu = dp4 * 4 * hw.kv_cell_bytes / 2**30
-    assert gib_per_gpu < hw.memory_mib / 1024 - hw.weight_bytes / 2**30
-    q = pool("qwen3-30b-a3b", 8)
-    q2 = pool("qwen3-30b-a3b", 8, "enable_dp_attention: true, dp_size: 2")
-    assert 0.9 * q < q2 <= q
+    hw = Hardware(**yaml.safe_load((tmp_path / "H200-qwen3-30b-a3b-tp4.yaml").read_text())["hardware"])
+    assert dp4 * 4 * hw.kv_cell_bytes / 2**30 < hw.memory_mib / 1024 - hw.weight_bytes / 2**30
+    q8 = pool(8)
+    assert 0.9 * q8 < pool(8, "enable_dp_attention: true, dp_size: 2") <= q8
 
 
 def test_a_huge_chunk_counts_its_prefill_graph_sizes_without_listing_them(tmp_path, capsys):
