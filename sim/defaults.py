@@ -446,18 +446,26 @@ def attention_tp_kv_scale(hw: Hardware, attn_dp_size: int) -> float:
 
 
 def attention_tp_hardware(hw: Hardware, attn_dp_size: int) -> Hardware:
-    """``hw`` with its per-token KV cells (target, drafter, SWA) as one GPU of a DP-attention
-    rank holds them (:func:`attention_tp_kv_scale`); ``hw`` itself without DP attention. The
-    drafter's cell takes the target's ratio (its layers have the target's KV heads; a
-    separate draft model with other heads is approximated so)."""
+    """``hw`` as one GPU of a DP-attention rank holds it; ``hw`` itself without DP attention:
+
+    - the per-token KV cells (target, drafter, SWA) of :func:`attention_tp_kv_scale` (the
+      drafter's cell takes the target's ratio: its layers have the target's KV heads; a
+      separate draft model with other heads is approximated so);
+    - the weights plus ``hardware.dp_attention_weight_bytes[attn_dp_size]``, the attention
+      projections split over tp / dp GPUs instead of tp, which the KV pool loses
+      (mem_cache/kv_cache_configurator.py sizes the pool from the memory left after loading)."""
     k = attention_tp_kv_scale(hw, attn_dp_size)
-    if k == 1.0 or hw.kv_cell_bytes is None:
-        return hw
-    return hw.model_copy(update={
-        "kv_cell_bytes": hw.kv_cell_bytes * k,
-        "draft_kv_cell_bytes": None if hw.draft_kv_cell_bytes is None else hw.draft_kv_cell_bytes * k,
-        "swa_kv_cell_bytes": None if hw.swa_kv_cell_bytes is None else hw.swa_kv_cell_bytes * k,
-    })
+    extra_w = (hw.dp_attention_weight_bytes or {}).get(attn_dp_size, 0.0) if attn_dp_size > 1 else 0.0
+    update: dict[str, Any] = {}
+    if k != 1.0 and hw.kv_cell_bytes is not None:
+        update.update({
+            "kv_cell_bytes": hw.kv_cell_bytes * k,
+            "draft_kv_cell_bytes": None if hw.draft_kv_cell_bytes is None else hw.draft_kv_cell_bytes * k,
+            "swa_kv_cell_bytes": None if hw.swa_kv_cell_bytes is None else hw.swa_kv_cell_bytes * k,
+        })
+    if extra_w and hw.weight_bytes is not None:
+        update["weight_bytes"] = hw.weight_bytes + extra_w
+    return hw.model_copy(update=update) if update else hw
 
 
 def loaded_weight_bytes(hw: Hardware, speculative: bool = False) -> float | None:
@@ -654,9 +662,12 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
                  f"SWA pool {ratio:g} x this)" if swa_on else "")
         if spec and hw_kv.draft_kv_cell_bytes:
             split += f" (the drafter's KV {hw_kv.draft_kv_cell_bytes / 1024:.1f} KiB included)"
-        if hw_kv is not hw:
+        if hw_kv.kv_cell_bytes != hw.kv_cell_bytes:
             split += (f" (KV heads per GPU at the attention TP size {hw.tp_size // server.attn_dp_size} of DP "
                       "attention: model_executor/pool_configurator.py get_num_kv_heads(attn_tp_size))")
+        if hw_kv.weight_bytes != hw.weight_bytes:
+            split += (f" (weights include {(hw_kv.weight_bytes - hw.weight_bytes) / 2**30:.1f} GiB of attention split "
+                      f"over the attention TP size {hw.tp_size // server.attn_dp_size}: hardware.dp_attention_weight_bytes)")
         # SGLang's own fraction reserves activations per chunk token and the decode graphs first:
         # a larger chunk shrinks the pool, which the line says (memory_hook.py)
         given_mfs = (" (given)" if server.mem_fraction_static is not None else
@@ -665,7 +676,7 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
             given_mfs += (f" (x {AITER_LONG_CONTEXT_FACTOR}: aiter attention above {AITER_LONG_CONTEXT} tokens of "
                           "context, attention_hook.py)")
         put("max_total_num_tokens", pool, f"KV pool: mem_fraction_static {mfs:.6g}{given_mfs} x memory - weights "
-            f"{loaded_weight_bytes(hw, spec) / 2**30:.1f} GiB, "
+            f"{loaded_weight_bytes(hw_kv, spec) / 2**30:.1f} GiB, "
             f"{cell / 1024:.1f} KiB per token{split}")
     physical = physical_pool_tokens(hw_kv, server.page_size, ratio, spec)
     cut_to_profiled = False   # a stated pool no memory holds: each PD role is cut to its own pool below
@@ -688,7 +699,7 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
         cut_to_profiled = True
         out.append(Resolved("max_total_num_tokens", pool,
                             f"capped: {server.max_total_num_tokens} tokens x {cell / 1024:.1f} KiB do not fit "
-                            f"beside {loaded_weight_bytes(hw, spec) / 2**30:.1f} GiB of weights in {where}; SGLang uses the profiled pool"))
+                            f"beside {loaded_weight_bytes(hw_kv, spec) / 2**30:.1f} GiB of weights in {where}; SGLang uses the profiled pool"))
     pool_v = vals.get("max_total_num_tokens", server.max_total_num_tokens)
     if hw.architecture in MODEL_MAX_RUNNING_REQUESTS:
         put("max_running_requests", MODEL_MAX_RUNNING_REQUESTS[hw.architecture],

@@ -112,6 +112,26 @@ def tp_group_kv_ratio(profile, dp_size: int) -> float | None:
     return min(tp, kvh) / min(tp // dp_size, kvh)
 
 
+def dp_attention_weight_read_s(profile, dp_size: int) -> float:
+    """Seconds a decode or verify forward of an analytic TP-group profile spends reading the
+    attention weights each GPU holds beyond the profile's under DP attention
+    (``hardware.dp_attention_weight_bytes[dp_size]``: the projections split over tp / dp GPUs,
+    models/deepseek_v2.py, qwen3_moe.py ``num_heads // attn_tp_size``), at the datasheet HBM
+    bandwidth x the profile's HBM efficiency (sim/analytic/roofline.py reads weights so). The
+    group's step times those weights at the TP split only. 0 without the figure (measured
+    profiles) or DP attention. Extends are compute-bound and left as they are."""
+    hw = profile.hardware
+    extra = (hw.dp_attention_weight_bytes or {}).get(dp_size) if hw is not None and dp_size > 1 else None
+    a = profile.analytic or {}
+    bw = (a.get("gpu") or {}).get("hbm_tbps")
+    if not extra or not bw:
+        return 0.0
+    from specsched.sim.analytic.roofline import Efficiency
+
+    eff = (a.get("efficiency") or {}).get("hbm", Efficiency.model_fields["hbm"].default)
+    return extra / (bw * 1e12 * eff)
+
+
 @dataclass(frozen=True, slots=True)
 class GroupPlan:
     """One lock-step forward of the group.
@@ -397,6 +417,7 @@ class DPCost:
         # an analytic profile times one forward of its whole TP group: under DP attention
         # the same GPUs run every rank's requests, so a forward is not one rank's batch
         self.kv_ratio = tp_group_kv_ratio(cost.profile, dp_size)
+        self.attn_weight_s = dp_attention_weight_read_s(cost.profile, dp_size)
         self.group = None
         if self.kv_ratio is not None:
             # the group's graphs: each rank's captured sizes (clamped to its running limit) x dp
@@ -448,7 +469,8 @@ class DPCost:
             b = max(p.batch_size for p in live)
             kv = max(sum(p.prefix_lens) for p in live) * self.kv_ratio
             bs = self.dp * b
-            t = self.group.step_s(bs, kv / bs)
+            # + the attention weights each GPU holds split over tp / dp, read by every step
+            t = self.group.step_s(bs, kv / bs) + self.attn_weight_s
             pen = self.group.h.cross_queue_penalty_s if cross_queue and b <= self.cost.graph_max else 0.0
             return GpuCost(0.0, t, pen)
         if plan.num_extend == plan.batch_size or (not self.cost.spec and plan.mode is ForwardMode.MIXED):

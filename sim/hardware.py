@@ -66,6 +66,13 @@ class Hardware(BaseModel):
     num_kv_heads: the model's KV heads (config.json ``num_key_value_heads``, all ranks), where
         known: on ROCm an MLA model's default attention backend depends on them
         (:func:`sim.defaults.hip_aiter_backend`).
+    dp_attention_weight_bytes: per DP-attention size d (a divisor of ``tp_size`` above 1), the
+        weight bytes one GPU holds beyond ``weight_bytes`` when the server runs
+        ``--enable-dp-attention --dp-size d``: the attention projections are split over the
+        attention TP size tp / d instead of tp (models/deepseek_v2.py, qwen3_moe.py:
+        ``num_heads // attn_tp_size``), so each GPU holds d times its split share (the
+        replicated parts, MLA's q_a / kv_a, unchanged). The KV pool loses them and every
+        forward reads them. None: not known (measured profiles).
     architecture: the model's Hugging Face architecture name (config.json
         ``architectures[0]``), when known: SGLang's model hook sets some defaults by it
         (arg_groups/model_hook.py ``handle_model_specific_adjustments``).
@@ -89,6 +96,7 @@ class Hardware(BaseModel):
     slot_expansion_sync: bool = False
     vlm_mem_fraction_factor: float | None = Field(None, gt=0, le=1.05)
     num_kv_heads: int | None = Field(None, ge=1)
+    dp_attention_weight_bytes: dict[int, float] | None = None
     architecture: str = ""
 
 

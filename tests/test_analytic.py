@@ -863,6 +863,9 @@ def test_a_bf16_or_fp8_profile_is_unchanged_by_the_4bit_formats(gpu, tp, dtype):
     assert (d["analytic"]["gpu"].pop("node_gpus"), d["analytic"]["gpu"].pop("nic_gbps")) == (8, 50)
     d["analytic"]["efficiency"].pop("internode_allreduce_latency_s")
     d["provenance"].pop("analytic.efficiency.internode_allreduce_latency_s")
+    # and, above TP1, the attention weights each GPU holds beyond its TP share under DP attention
+    dp_w = d["hardware"].pop("dp_attention_weight_bytes", None)
+    assert (dp_w is None) == (tp == 1) and (d["provenance"].pop("hardware.dp_attention_weight_bytes", None) is None) == (tp == 1)
     # and the issue of an extend (injection) that runs eagerly, beside the prefill graph's
     # (where the prefill graph is the default: CUDA)
     for k in ("extend", "inject"):

@@ -30,6 +30,7 @@ from specsched.sim.analytic.roofline import (
     Efficiency,
     ForwardCost,
     Parallel,
+    attention_params,
     decode_like,
     draft_arch,
     draft_forward,
@@ -40,6 +41,7 @@ from specsched.sim.analytic.roofline import (
     kv_cell_bytes,
     kv_pool_cell_bytes,
     prefill_runs_eager,
+    weight_bytes_per_element,
     weights_bytes,
 )
 from specsched.sim.analytic.vision import VIT_L_HIDDEN, VIT_L_LAYERS
@@ -191,6 +193,12 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
             "(disable_prefill_cuda_graph, more tokens than cuda_graph_max_bs_prefill, or padded over 2x: SGLang 0.5.23 "
             "model_executor/model_runner.py forward_extend falls back to eager_runner.execute)")
         host_prov["host.launch_per_inject_eager_s"] = "the same for the drafter's prompt injection"
+    # under DP attention (dp | tp) the attention projections split over tp / dp GPUs, not tp:
+    # the extra bytes each GPU then holds (and every forward reads)
+    wb_attn = weight_bytes_per_element(arch, par, routed=False)
+    dp_attn_w = {d: float(round(wb_attn * arch.num_layers * (attention_params(arch, tp // d) - attention_params(arch, tp))))
+                 for d in range(2, tp + 1) if tp % d == 0 and arch.num_heads % (tp // d) == 0}
+    dp_attn_w = {d: b for d, b in dp_attn_w.items() if b > 0}
     name = name or f"{gpu.name.lower()}-{arch.name}-tp{tp}-{dtype}-analytic"
     # the drafter shares the target's embedding, and its LM head unless it has its own (draft_vocab)
     shared_tables = ((1 if arch.tie_word_embeddings else 2) - (1 if draft_vocab is not None else 0)
@@ -271,6 +279,12 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
     target_cell = full_cell   # what a prefill rank sends per token (kv_transfer)
     draft_cell, prov["hardware.draft_kv_cell_bytes"] = drafter_kv_cell_bytes(arch, draft, tp, drafter,
                                                                              draft_model is not None)
+    if dp_attn_w:
+        prov["hardware.dp_attention_weight_bytes"] = (
+            "per --dp-size d with --enable-dp-attention: attention projection weights one GPU holds beyond "
+            "hardware.weight_bytes, split over the attention TP size tp / d instead of tp "
+            "(roofline.attention_params(tp / d) - attention_params(tp), x layers; models/deepseek_v2.py, "
+            "qwen3_moe.py num_heads // attn_tp_size; SGLang's llama.py splits by the whole TP size)")
     prov["kv_transfer.bytes_per_token"] = (
         "hardware.kv_cell_bytes: each prefill rank sends its own shard of a token's KV to its decode peer over its "
         "own link (disaggregation/mooncake, nixl: per-rank transfers); a drafter's KV is not counted")
@@ -356,6 +370,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
             "kv_cell_bytes": float(full_cell),
             "draft_kv_cell_bytes": float(draft_cell),
             **swa_hw, **vlm_hw, "context_len": arch.context_len, "mla": arch.is_mla, "num_kv_heads": arch.num_kv_heads,
+            **({"dp_attention_weight_bytes": dp_attn_w} if dp_attn_w else {}),
             **({"architecture": arch.architectures[0]} if arch.architectures else {}),
         },
         "kv_transfer": {"bytes_per_token": float(target_cell), "link_bytes_per_s": KV_LINK_BYTES_PER_S,
