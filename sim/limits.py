@@ -430,6 +430,7 @@ def _check_hardware(scenario: Scenario, hw: Hardware | None) -> None:
     Without this the run silently kept the generic default pool (724,000 tokens)."""
     from specsched.sim.defaults import (
         activation_tokens,
+        attention_tp_hardware,
         decode_graph_mib_per_bs,
         kv_pool_tokens,
         loaded_weight_bytes,
@@ -455,6 +456,17 @@ def _check_hardware(scenario: Scenario, hw: Hardware | None) -> None:
                           f"more than one {hw.gpu or hw.platform} ({_gib((hw.memory_mib or 0) * 2**20)}) holds "
                           f"(mem_fraction_static {mfs}); SGLang stops at start")
     spec = srv.speculative_algorithm.enabled
+    # a DP-attention rank's GPUs also hold the attention split over tp / dp (sim/defaults.py
+    # attention_tp_hardware): weights that leave a pool at the TP split may leave none then
+    dp_hw = attention_tp_hardware(hw, srv.attn_dp_size)
+    if (dp_hw is not hw and kv_pool_tokens(dp_hw, mfs, srv.page_size, speculative=spec) == 0
+            and kv_pool_tokens(hw, mfs, srv.page_size, speculative=spec) != 0):
+        raise ConfigError(scenario_file(scenario), "server.dp_size", srv.dp_size,
+                          f"with DP attention each GPU holds the attention split over tp / dp = "
+                          f"{hw.tp_size // srv.attn_dp_size} GPUs ({_gib(dp_hw.weight_bytes - hw.weight_bytes)} more "
+                          f"weights per GPU, hardware.dp_attention_weight_bytes): {_gib(loaded_weight_bytes(dp_hw, spec))} "
+                          f"leave no KV pool on one {hw.gpu or hw.platform} ({_gib((hw.memory_mib or 0) * 2**20)}) at "
+                          f"mem_fraction_static {mfs}; SGLang stops at start ('Not enough memory'): use a smaller dp_size")
     if kv_pool_tokens(hw, mfs, srv.page_size, speculative=spec) == 0:
         weights = loaded_weight_bytes(hw, spec)
         if srv.mem_fraction_static is not None:

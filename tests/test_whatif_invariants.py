@@ -373,6 +373,26 @@ workload: {{kind: burst, num_requests: 8, input_len: {{kind: fixed, value: 64}},
     assert DPCost(cost(prof), 0.0, 4).attn_weight_s == dp_attention_weight_read_s(prof, 4)
 
 
+def test_dp_attention_whose_attention_weights_leave_no_pool_is_refused(tmp_path, capsys):
+    """Llama-3.1-70B bf16 at TP8 on A100-40Gs leaves a pool; with dp_size 8 each GPU also holds
+    the whole attention (19.7 GiB more) and none is left, where SGLang stops ('Not enough
+    memory'). The run went on with the fallback pool; it is refused in one line naming
+    server.dp_size, and dp_size 2 runs."""
+    p = tmp_path / "a.yaml"
+    write_analytic_profile(build_profile(load_model("llama-3.1-70b"), load_gpu("A100-40G"), 8), p)
+    scn = tmp_path / "s.yaml"
+    scn.write_text(f"""name: t
+profile: {p.name}
+workload: {{kind: burst, num_requests: 2, input_len: {{kind: fixed, value: 64}}, output_len: {{kind: fixed, value: 4}}}}
+""")
+    dp = ["--set", "server.enable_dp_attention=true", "--set"]
+    assert main(["run", str(scn), *dp, "server.dp_size=8", "--quiet", "--out", str(tmp_path / "o8")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "server.dp_size = 8" in err and "no KV pool" in err, err
+    assert not (tmp_path / "o8").exists()
+    assert main(["run", str(scn), *dp, "server.dp_size=2", "--quiet", "--out", str(tmp_path / "o2")]) == 0
+
+
 @pytest.mark.parametrize(("s", "dp"), [(("llama-3.1-8b", "H200", 1), 4), (("llama-3.1-70b", "H100", 8), 3)])
 def test_dp_attention_ranks_that_do_not_divide_the_tp_group_are_refused(scenario_file, tmp_path, capsys, s, dp):
     """SGLang asserts tp_size % dp_size == 0 with DP attention (arg_groups/parallel_hook.py
