@@ -182,6 +182,28 @@ class Scenario(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _dp_ranks_once(self) -> Scenario:
+        """``workload.multi_turn.dp_ranks`` stands for DP ranks the run does not simulate: the
+        simulated server is one of them, and a later turn finds its history there with
+        probability 1 / dp_ranks. With ``server.enable_dp_attention`` the server's ranks are
+        simulated, round-robin dispatch included (sim/dp_attention.py; SGLang 0.5.23
+        data_parallel_controller.py ``round_robin_scheduler``), so both together counted the
+        lost history twice: Qwen3-30B-A3B at dp_size 2 with dp_ranks 2 hit 0.33 of prompt
+        tokens against 0.66 with the server's ranks alone."""
+        mt = self.workload.multi_turn
+        servers = [("server", self.server)]
+        if self.server.disaggregation is not None:
+            servers += [(f"server.disaggregation.{r}.server", self.server.role_server(r)) for r in ("prefill", "decode")]
+        if mt is not None and mt.dp_ranks > 1:
+            for where, srv in servers:
+                if srv.attn_dp_size > 1:
+                    raise FieldError("workload.multi_turn.dp_ranks", mt.dp_ranks,
+                                     f"stands for DP ranks a run does not simulate; {where} runs DP attention "
+                                     f"(dp_size {srv.dp_size}), whose ranks and round-robin dispatch are simulated: "
+                                     "leave dp_ranks at 1")
+        return self
+
+    @model_validator(mode="after")
     def _policies_load(self) -> Scenario:
         # a user policy class must import and build now, not fail mid-run; so must a shipped
         # one given parameters (none takes any: from_server refuses them)

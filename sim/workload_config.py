@@ -145,7 +145,7 @@ class MultiTurnConfig(BaseModel):
     user_len: LengthDist | None = Field(None, description="New tokens appended to the history at each later turn (one draw per turn). Left out with agentic_trace.")
     think_time_s: float = Field(0.0, ge=0.0, description="Client pause between a turn's last token and the next turn's send (s).")
     think_time_dist: Literal["fixed", "exponential"] = Field("fixed", description="fixed: every pause is think_time_s; exponential: pauses drawn with mean think_time_s (seeded).")
-    dp_ranks: int = Field(1, ge=1, description="The simulated instance is one of this many DP-attention ranks behind SGLang's default round-robin dispatch (0.5.23 data_parallel_controller.py round_robin_scheduler, which ignores prefixes): a later turn lands on the rank that holds its history with probability 1 / dp_ranks; otherwise only the shared system prompt can hit.")
+    dp_ranks: int = Field(1, ge=1, description="The simulated instance is one of this many DP-attention ranks behind SGLang's default round-robin dispatch (0.5.23 data_parallel_controller.py round_robin_scheduler, which ignores prefixes): a later turn lands on the rank that holds its history with probability 1 / dp_ranks; otherwise only the shared system prompt can hit. Refused where a server runs DP attention (server.enable_dp_attention), whose ranks are simulated.")
     agentic_trace: AgenticTraceConfig | None = Field(None, description="Replay a bench_serving agentic-trace file's conversations (their own turn counts and prompt growth) instead of drawing them.")
 
     @field_validator("num_turns", mode="before")
