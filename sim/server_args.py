@@ -528,6 +528,12 @@ class ServerArgs(BaseModel):
             raise FieldError("server.dp_spec_prefill_coordination", True,
                              "DFLASH under DP attention needs it off, as SGLang refuses to start with it on; "
                              "set false, or use dspark")
+        if self.attn_dp_size > 1 and self.speculative_algorithm is SpecAlgorithm.standalone:
+            # sglang 0.5.23 arg_groups/speculative_hook.py _handle_eagle_family stops at start:
+            # "Currently standalone speculative decoding does not support dp attention."
+            raise FieldError("server.speculative_algorithm", self.speculative_algorithm.value,
+                             "standalone (a separate draft model) cannot run under DP attention, as SGLang refuses "
+                             "to start; use eagle, eagle3 or nextn, or enable_dp_attention: false")
         if self.enable_dp_attention and c != -1 and c // self.dp_size < self.page_size:
             raise FieldError("server.chunked_prefill_size", c, f"must be >= dp_size x page_size = {self.dp_size * self.page_size} "
                              "with DP attention: each rank's chunk is chunked_prefill_size // dp_size")

@@ -250,3 +250,26 @@ def test_dflash_with_dp_attention_refuses_prefill_coordination():
     assert isinstance(e.value.errors()[0]["ctx"]["error"], FieldError)
     make_scenario(srv)   # coordination off (0.5.23's default): runs
     make_scenario({**srv, "speculative_algorithm": "dspark", "dp_spec_prefill_coordination": True})
+
+
+@pytest.mark.parametrize("where", ["server", "decode role"])
+def test_standalone_drafter_under_dp_attention_is_refused(where):
+    """SGLang 0.5.23 stops at start: "Currently standalone speculative decoding does not
+    support dp attention" (arg_groups/speculative_hook.py _handle_eagle_family). The
+    simulator ran it; refused naming the drafter, on a server and on a disaggregated role.
+    EAGLE under DP attention still runs."""
+    from pydantic import ValidationError
+    from specsched.sim.config import ServerArgs
+
+    sa = {"speculative_algorithm": "standalone", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+          "speculative_num_draft_tokens": 4}
+    dp = {"enable_dp_attention": True, "dp_size": 2}
+    if where == "server":
+        with pytest.raises(ValidationError, match="standalone .* DP attention"):
+            ServerArgs.model_validate({**sa, **dp})
+    else:
+        with pytest.raises(ValidationError, match="disaggregation.decode.server.speculative_algorithm .* DP attention"):
+            ServerArgs.model_validate({**sa, "disaggregation": {"prefill": {"instances": 1},
+                                                                "decode": {"instances": 1, "server": dp}}})
+    ServerArgs.model_validate({**sa, "speculative_algorithm": "eagle", **dp})
+    ServerArgs.model_validate(sa)
