@@ -44,6 +44,7 @@ from specsched.runtime.host_probe import HostProbe
 from specsched.runtime.host_reference import LaunchReferenceWork, SpeedSampler
 from specsched.runtime.memory import LOWER_KEYS, Allocation, allocating, check_fits, estimate
 from specsched.runtime.model import PRESETS, LlamaProxy, ModelRunner, draft_preset
+from specsched.runtime.radix_slots import TreeSlots
 from specsched.runtime.runner import CTX_BUCKET_STEP, engine_context_width
 from specsched.sim.acceptance import AcceptanceModel
 from specsched.sim.admission import make_policy
@@ -298,27 +299,25 @@ def check_runnable(scenario: Scenario) -> None:
 
 def check_prefix_sharing(scenario: Scenario, specs: list) -> None:
     """Refuse, in one line, prompts that share prefixes (``specs`` with token ids: a
-    ``workload.shared_prefix``, a trace with block ids) while the radix cache is on.
+    ``workload.shared_prefix``, a trace with block ids) with the radix cache on and a KV page
+    size above 1.
 
-    The scheduler's radix cache would let a request skip a prefix whose KV another request's
-    row holds; the runtime's pool maps each row to its own KV slots only
-    (runtime/kv_cache.py ``ReqToTokenPool``), so the extend would write where the ledger
-    holds nothing (``PoolExhausted`` mid-run).
+    The runtime shares a cached prefix's KV between request rows token by token
+    (:mod:`runtime.radix_slots`, its pool's page size is 1); with pages the scheduler's
+    ledger keeps a partial last page with the request and counts whole pages, which the
+    device pool does not model.
 
     Raises:
-        ConfigError: naming the scenario file, the workload key and the way out
-            (``server.disable_radix_cache: true``).
+        ConfigError: naming the scenario file, ``server.page_size`` and the ways out.
     """
-    if scenario.server.disable_radix_cache or all(s.tokens is None for s in specs):
+    if scenario.server.disable_radix_cache or scenario.server.page_size == 1 or all(s.tokens is None for s in specs):
         return
     from specsched.sim.errors import ConfigError
 
-    key = ("workload.shared_prefix" if scenario.workload.shared_prefix is not None
-           else "workload.multi_turn" if scenario.workload.multi_turn is not None else "workload.trace")
-    raise ConfigError(scenario.path or scenario.name, key, "{...}",
-                      "prompts that share prefixes with the radix cache on are simulated only: the runtime "
-                      "does not share KV between requests; measure with server.disable_radix_cache: true "
-                      "(every prompt prefilled whole) or predict with specsched run")
+    raise ConfigError(scenario.path or scenario.name, "server.page_size", scenario.server.page_size,
+                      "prompts that share prefixes with the radix cache on run in the runtime with page_size 1 "
+                      "only (its KV pool shares a cached prefix token by token); measure with server.page_size: 1 "
+                      "or server.disable_radix_cache: true, or predict with specsched run")
 
 
 class RuntimeEngine(LoopHost):
@@ -419,6 +418,12 @@ class RuntimeEngine(LoopHost):
         # prompt tokens are made on the device: a host tensor of a new size each prefill
         # would need new pinned staging memory inside the measured loop
         self.device_gen = torch.Generator(device=self.dev.torch_device).manual_seed(self.seed * 1000 + _TOKENS_STREAM)
+        # prompt ids of the requests that have them (shared prefixes), on the device once,
+        # within the vocabulary: the extend feeds them (_prompt_tokens)
+        ignore_eos = scenario.workload.ignore_eos
+        self._prompt_ids = {s.index: torch.as_tensor(np.asarray(t) % self.vocab, dtype=torch.int64,
+                                                     device=self.dev.torch_device)
+                            for s in self.specs if (t := scheduler_request(s, ignore_eos).tokens) is not None}
         self._reset_run_state()
 
     def _allocation(self, what: str, key: str, value: object) -> Allocation:
@@ -496,7 +501,16 @@ class RuntimeEngine(LoopHost):
         # the pool: the new pass's ledger starts empty, so must the device pool
         for row in getattr(self, "rows", {}).values():
             self.runner.free_request(row)
+        if getattr(self, "tree_slots", None) is not None:
+            self.tree_slots.clear()   # the new pass's tree starts empty
         self.rows: dict[int, int] = {}
+        self._row_retractions: dict[int, int] = {}   # rid -> its retractions when its row was taken
+        # the device slots of the radix cache's nodes (runtime/radix_slots.py): the tree
+        # tells them every insert, split and eviction
+        self.tree_slots = None
+        if self.sched.cache is not None:
+            self.tree_slots = TreeSlots(self.runner.pool, self.rows.__getitem__)
+            self.sched.cache.values = self.tree_slots
         self._rows_peak = 0
         self._extend_tokens: dict[int, torch.Tensor] = {}
         self._prepared: dict[int, Any] = {}
@@ -515,6 +529,13 @@ class RuntimeEngine(LoopHost):
         device thus never holds more than max_total_num_tokens, and a retraction frees the
         same slots in both engines (SGLang retract_decode / release_kv_cache).
 
+        With the radix cache a request's first ``cache_protected_len`` positions are the
+        tree's (its row points at the tree's slots, :mod:`runtime.radix_slots`) and
+        ``kv_allocated`` counts the slots it owns past them; a new row of a request that
+        matched a cached prefix points at the matched nodes' slots (SGLang
+        ``prepare_for_extend`` writes ``req_to_token[row, :prefix_len]`` from
+        ``match_prefix``'s indices).
+
         Called before the plan's forward is queued; every forward that still reads a freed
         slot was queued earlier on the same stream, so it finishes with it first.
         """
@@ -522,7 +543,9 @@ class RuntimeEngine(LoopHost):
         n = plan.num_extend
         # rows the ledger let go of first (requests finished or retracted since the last
         # forward): the scheduler admitted this plan's new requests into those rows
-        gone = [rid for rid in self.rows if reqs[rid].kv_allocated == 0]
+        gone = [rid for rid in self.rows
+                if (reqs[rid].kv_allocated == 0 and reqs[rid].cache_protected_len == 0)
+                or reqs[rid].retractions != self._row_retractions[rid]]
         for rid in gone:
             r.free_request(self.rows.pop(rid))
         for rid, p in zip(plan.rids[:n], plan.prefix_lens[:n], strict=True):
@@ -531,7 +554,14 @@ class RuntimeEngine(LoopHost):
                 r.free_request(self.rows.pop(rid))
                 row = None
             if row is None:
-                self.rows[rid] = r.add_request()
+                self.rows[rid] = row = r.add_request()
+                self._row_retractions[rid] = reqs[rid].retractions
+                if p:   # a cached prefix: the tree's slots
+                    node = reqs[rid].last_node
+                    if self.tree_slots is None or node is None or node.depth != p:
+                        raise RuntimeError(f"request {rid}: extends after a {p}-token prefix the prefix cache "
+                                           "does not hold for it")
+                    r.pool.attach(row, self.tree_slots.prefix(node), p)
         self._rows_peak = max(self._rows_peak, len(self.rows))
         r.pool.hold(list(self.rows.values()), [reqs[rid].kv_allocated for rid in self.rows])
 
@@ -570,6 +600,8 @@ class RuntimeEngine(LoopHost):
                 total = int(sum(plan.extend_lens[:n]))
                 toks = torch.randint(0, self.vocab - 1, (total,), generator=self.device_gen,
                                      device=self.dev.torch_device)
+                if self._prompt_ids:
+                    self._prompt_tokens(toks, plan)
                 new = set(plan.new_rids)
                 ext = r.extend(rows, list(plan.prefix_lens[:n]), list(plan.extend_lens[:n]), toks,
                                completes=[rid in new for rid in plan.rids[:n]])
@@ -588,6 +620,20 @@ class RuntimeEngine(LoopHost):
                     forced = np.maximum(output.committed[n:] - 1, 0).tolist()
                     step_out = r.spec_cycle(rows, forced, graph=graph)
         return self._launched(plan, op.part, start, output, step_out)
+
+    def _prompt_tokens(self, toks: torch.Tensor, plan: BatchPlan) -> None:
+        """Write into ``toks`` (the extend's input ids, request-major) the prompt ids of the
+        requests that have them (a workload that shares prefixes): a cached prefix's KV is
+        then the KV of the tokens the tree matched. Positions past the prompt (a retracted
+        request's re-prefilled output) keep their random ids."""
+        off = 0
+        for rid, p, e in zip(plan.rids[:plan.num_extend], plan.prefix_lens[:plan.num_extend],
+                             plan.extend_lens[:plan.num_extend], strict=True):
+            ids = self._prompt_ids.get(rid)
+            if ids is not None and p < ids.numel():
+                k = min(e, ids.numel() - p)
+                toks[off:off + k] = ids[p:p + k]
+            off += e
 
     def _host_block(self, op: HostBlock) -> None:
         h: RtHandle = op.handle

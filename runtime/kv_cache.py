@@ -99,7 +99,15 @@ class ReqToTokenPool:
     Position -> slot mappings are reserved ahead (:meth:`reserve`) from host-known upper
     bounds, so a verify can write its whole window without allocating: rejected positions
     stay reserved and are overwritten by the next cycle ("rollback by not advancing").
-    All slots of a row return to the free list when the row is freed.
+    All slots a row owns return to the free list when the row is freed.
+
+    With the radix prefix cache a row's first ``shared[row]`` positions point at slots the
+    tree owns (SGLang: ``req_to_token[row, :prefix_len]`` = the matched nodes' values,
+    schedule_batch.py ``prepare_for_extend``); the row owns positions ``shared .. reserved - 1``
+    only. :meth:`attach` maps a matched prefix, :meth:`to_tree` hands a row's slots to the
+    tree (freeing those the tree already had), :meth:`free_tree` takes back evicted slots.
+    INV-POOL: ``num_free_slots + sum(reserved - shared) + tree_slots`` = every slot but the
+    padding slot, each in exactly one of the three (tests/test_runtime_radix.py).
 
     Args:
         max_reqs: request rows (row 0 extra, padding).
@@ -122,7 +130,8 @@ class ReqToTokenPool:
         draft_topk / draft_logp: ``[rows, topk]`` a draft tree's K first drafts and their
             log-probabilities (EAGLE's ``topk_index`` / ``topk_p``; ``topk`` > 1 only).
     Host attributes: ``reserved[row]`` positions mapped, ``len_bound[row]`` upper bound of
-    ``seq_lens[row]`` (exact after extend/decode and forced-accept cycles).
+    ``seq_lens[row]`` (exact after extend/decode and forced-accept cycles), ``shared[row]``
+    leading positions whose slots the prefix tree owns, ``tree_slots`` slots the tree owns.
     """
 
     def __init__(self, max_reqs: int, max_context: int, num_slots: int, window: int, device: Device,
@@ -149,6 +158,9 @@ class ReqToTokenPool:
         self._free_rows = list(range(max_reqs, 0, -1))
         self.reserved = [0] * rows
         self.len_bound = [0] * rows
+        self.shared = [0] * rows
+        self.tree_slots = 0
+        self.num_slots = num_slots - 1
 
     @property
     def num_free_rows(self) -> int:
@@ -165,24 +177,76 @@ class ReqToTokenPool:
         row = self._free_rows.pop()
         self.reserved[row] = 0
         self.len_bound[row] = 0
+        self.shared[row] = 0
         return row
 
     def free_row(self, row: int) -> None:
-        """Return ``row`` and all its reserved slots (no host sync).
+        """Return ``row`` and the slots it owns (no host sync); positions it shares with the
+        prefix tree stay the tree's (SGLang ``release_kv_cache`` frees
+        ``req_to_token[row, cache_protected_len:]`` only).
 
         Raises:
             ValueError: row 0 or a row not in use.
         """
         if row <= 0 or row in self._free_rows:
             raise ValueError(f"row {row} is not an allocated request row")
-        n = self.reserved[row]
+        n, s = self.reserved[row], self.shared[row]
+        if n > s:
+            self.free_slots = torch.cat([self.free_slots, self.req_to_token[row, s:n]])
+            self.num_free_slots += n - s
         if n:
-            self.free_slots = torch.cat([self.free_slots, self.req_to_token[row, :n]])
             self.req_to_token[row, :n].fill_(PAD_SLOT)
-            self.num_free_slots += n
         self.reserved[row] = 0
         self.len_bound[row] = 0
+        self.shared[row] = 0
         self._free_rows.append(row)
+
+    def attach(self, row: int, slots: torch.Tensor, n: int) -> None:
+        """Point a fresh row's positions ``0 .. n - 1`` at ``slots`` (``[n]``), a matched
+        prefix the tree owns (SGLang ``match_prefix`` returns the matched nodes' values;
+        ``prepare_for_extend`` writes them into ``req_to_token``).
+
+        Raises:
+            ValueError: the row already maps positions.
+        """
+        if self.reserved[row]:
+            raise ValueError(f"row {row} already maps {self.reserved[row]} positions")
+        if n:
+            self.req_to_token[row, :n] = slots
+        self.reserved[row] = self.shared[row] = n
+
+    def to_tree(self, row: int, present: int, upto: int, path: torch.Tensor) -> torch.Tensor:
+        """The row's positions up to ``upto`` become the tree's (SGLang 0.5.23
+        mem_cache/radix_cache.py ``cache_unfinished_req`` / ``cache_finished_req``): its own
+        slots of positions ``shared .. present - 1`` duplicate what the tree already holds
+        (``path``, the slots of the inserted path's positions ``0 .. >= present - 1``): they
+        are freed and the row points at the tree's; its slots of ``present .. upto - 1`` go
+        to the new leaf and are returned (a copy of the row's mapping, ``[upto - present]``).
+
+        Raises:
+            ValueError: ``upto`` beyond what the row maps.
+        """
+        s = self.shared[row]
+        if upto > self.reserved[row]:
+            raise ValueError(f"row {row}: cannot cache {upto} positions, it maps {self.reserved[row]}")
+        if present > s:
+            self.free_slots = torch.cat([self.free_slots, self.req_to_token[row, s:present]])
+            self.num_free_slots += present - s
+            self.req_to_token[row, s:present] = path[s:present]
+        lo = max(s, present)
+        value = self.req_to_token[row, lo:upto].clone()
+        if upto > lo:
+            self.tree_slots += upto - lo
+        self.shared[row] = max(s, upto)
+        return value
+
+    def free_tree(self, slots: torch.Tensor, n: int) -> None:
+        """Evicted tree slots (``[n]``) go back to the free list (SGLang ``RadixCache.evict``
+        -> ``token_to_kv_pool_allocator.free(node.value)``)."""
+        if n:
+            self.free_slots = torch.cat([self.free_slots, slots])
+            self.num_free_slots += n
+            self.tree_slots -= n
 
     def reserve(self, rows: Sequence[int], upto: Sequence[int]) -> None:
         """Map positions ``reserved[row] .. upto - 1`` of each row to fresh slots.
@@ -225,12 +289,12 @@ class ReqToTokenPool:
         finish with those slots before a later forward reuses them.
 
         Raises:
-            ValueError: ``keep`` < 0.
+            ValueError: ``keep`` below the positions the row shares with the prefix tree.
         """
         cut, rs, starts = [], [], []
         for r, k in zip(rows, keep, strict=True):
-            if k < 0:
-                raise ValueError(f"row {r}: keep {k} < 0")
+            if k < self.shared[r]:
+                raise ValueError(f"row {r}: keep {k} below its {self.shared[r]} positions shared with the prefix tree")
             n = self.reserved[r] - k
             if n > 0:
                 cut.append(n)
@@ -246,8 +310,9 @@ class ReqToTokenPool:
         self.num_free_slots += total
 
     def hold(self, rows: Sequence[int], counts: Sequence[int]) -> None:
-        """Make each row hold exactly ``counts[row]`` KV slots (positions ``0 .. count - 1``):
-        the tails above their count are released first, then the rows below it reserved.
+        """Make each row own exactly ``counts[row]`` KV slots (positions ``shared .. shared +
+        count - 1``, after the prefix the tree holds for it): the tails above their count
+        are released first, then the rows below it reserved.
 
         This is how the runtime obeys the scheduler's KV ledger: ``counts`` are the slots
         the ledger says each request holds (``Req.kv_allocated``), so the device pool holds
@@ -259,8 +324,9 @@ class ReqToTokenPool:
             PoolExhausted: the reservations exceed the free slots (the ledger's total is
                 above the pool's size).
         """
-        self.release(rows, [min(c, self.reserved[r]) for r, c in zip(rows, counts, strict=True)])
-        self.reserve(rows, counts)
+        upto = [self.shared[r] + c for r, c in zip(rows, counts, strict=True)]
+        self.release(rows, [min(u, self.reserved[r]) for r, u in zip(rows, upto, strict=True)])
+        self.reserve(rows, upto)
 
     def covers(self, rows: Sequence[int], upto: Sequence[int]) -> None:
         """Check that each row already holds positions ``0 .. upto - 1`` (the step about to

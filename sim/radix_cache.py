@@ -11,6 +11,15 @@ recently used first, when the pool needs room (``RadixCache.evict``).
 Differences from SGLang, on purpose: the access clock is a counter (deterministic, no wall
 time); values are lengths only. Page size > 1 aligns keys to whole pages as SGLang does.
 
+Slot values live with whoever holds the KV, not here: SGLang's nodes carry ``value`` (the
+KV slot indices of their tokens); the tree here stays the one owner of *which* tokens are
+cached, and an optional :class:`NodeValues` listener (the runtime's
+:class:`runtime.radix_slots.TreeSlots`) is told of every change that moves slots: a node
+inserted (whose tokens' slots the inserting request hands over), a node split (its value
+splits at the same place: SGLang ``RadixCache._split_node``), a node evicted (its slots go
+back to the free list: SGLang ``RadixCache.evict`` -> ``token_to_kv_pool_allocator.free``).
+The simulator sets none and counts slots in the KV ledger only.
+
 Invariants (checked by tests/test_radix_cache.py):
 - INV-RADIX-SIZE: ``evictable_size + protected_size == total_size`` (tokens in the tree).
 - INV-RADIX-LOCK: eviction never removes a node that a lock holds, nor its ancestors.
@@ -22,8 +31,26 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from itertools import count
+from typing import Protocol
 
 import numpy as np
+
+
+class NodeValues(Protocol):
+    """What keeps the KV slots of the tree's nodes (the values SGLang's ``TreeNode.value``
+    holds), notified by :class:`RadixCache` as the tree changes."""
+
+    def inserted(self, owner: object, node: TreeNode, present: int) -> None:
+        """``owner`` (what the caller passed to :meth:`RadixCache.insert_from`, a request
+        id) inserted the path ending at ``node``; its first ``present`` tokens were there
+        already (the owner's own copies of those are duplicates), the rest is a new leaf
+        ``node`` made of the owner's slots for positions ``present .. node.depth - 1``."""
+
+    def split(self, upper: TreeNode, lower: TreeNode) -> None:
+        """``upper`` took the first ``len(upper.key)`` tokens of ``lower``'s edge."""
+
+    def evicted(self, node: TreeNode) -> None:
+        """``node`` left the tree: its slots are free."""
 
 
 class TreeNode:
@@ -60,9 +87,12 @@ class RadixCache:
     Attributes:
         evictable_size: tokens in nodes no lock holds (can be evicted).
         protected_size: tokens in locked nodes.
+        values: the :class:`NodeValues` listener that keeps each node's KV slots (None: no
+            slots kept, the simulator).
     """
 
     def __init__(self, page_size: int = 1) -> None:
+        self.values: NodeValues | None = None
         if page_size < 1:
             raise ValueError(f"page_size must be >= 1, got {page_size}")
         self.page_size = page_size
@@ -109,6 +139,8 @@ class RadixCache:
         child.key = child.key[at:]
         child.parent = upper
         upper.children[self._child_key(child.key)] = child
+        if self.values is not None:
+            self.values.split(upper, child)
         return upper
 
     # ------------------------------------------------------------------ public
@@ -150,7 +182,7 @@ class RadixCache:
         return self.insert_from(tokens)[0]
 
     def insert_from(self, tokens: Sequence[int] | np.ndarray, start: TreeNode | None = None,
-                    start_len: int = 0) -> tuple[int, TreeNode]:
+                    start_len: int = 0, owner: object = None) -> tuple[int, TreeNode]:
         """:meth:`insert`, also returning the node where the inserted sequence ends (what
         ``match_prefix(tokens)`` would return right after).
 
@@ -158,6 +190,9 @@ class RadixCache:
         held prefix, which cannot be evicted while held): the walk starts there instead of
         at the root; the nodes above it count as used now, as a walk from the root would
         make them. A ``start`` whose path is not ``start_len`` tokens long is ignored.
+
+        ``owner``: who holds the KV of ``tokens`` (a request id), told to :attr:`values`
+        (SGLang ``RadixCache.insert`` with the request's slot indices as ``value``).
         """
         key = self._aligned(tokens)
         t = self._tick()
@@ -179,6 +214,8 @@ class RadixCache:
                 self._leaves.pop(node.id, None)
                 self._leaves[new.id] = new
                 self.evictable_size += len(new.key)
+                if self.values is not None:
+                    self.values.inserted(owner, new, done)
                 return done, new
             m = self._match_len(child.key, key[done:])
             child.last_access = t
@@ -186,6 +223,8 @@ class RadixCache:
                 child = self._split(child, m)
             node = child
             done += m
+        if self.values is not None:
+            self.values.inserted(owner, node, done)
         return done, node
 
     def inc_lock_ref(self, node: TreeNode) -> int:
@@ -262,6 +301,8 @@ class RadixCache:
                 self._leaves[parent.id] = parent
             evicted += len(leaf.key)
             self.evictable_size -= len(leaf.key)
+            if self.values is not None:
+                self.values.evicted(leaf)
             if parent is not self.root and not parent.children and parent.lock_ref == 0:
                 heapq.heappush(heap, (parent.last_access, parent.id, parent))
         return evicted

@@ -896,7 +896,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         toks = r.tokens[:up_to]
         old = self._locks.get(r.rid)
         # the held prefix ends at cache_protected_len: the walk starts there
-        present, node = cache.insert_from(toks, old, r.cache_protected_len)
+        present, node = cache.insert_from(toks, old, r.cache_protected_len, r.rid)
         stored = len(toks) // cache.page_size * cache.page_size
         own_from = r.cache_protected_len
         dup = min(max(0, present - own_from), max(0, stored - own_from))

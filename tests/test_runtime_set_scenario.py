@@ -3,7 +3,8 @@ runs a cell's arms on one engine, benchmarks/measure_sweep.py its rates) must ru
 engine for that arm would run, or refuse as the constructor refuses.
 
 It took an arm the constructor refuses (DP attention over 2 ranks, run as one rank without a
-word; the radix cache on over prompts that share prefixes, ``PoolExhausted`` mid-run), kept the
+word; the radix cache on over prompts that share prefixes, ``PoolExhausted`` mid-run, before the
+runtime shared a cached prefix's KV), kept the
 first arm's served requests (an arm's ``context_length`` / ``allow_auto_truncate`` cut outputs
 in the simulator, not in the measurement), and its captured decode/verify graph batch sizes
 (an arm's ``cuda_graph_bs`` with the same largest entry). An arm that serves other requests or
@@ -60,11 +61,21 @@ def test_an_arm_the_constructor_refuses_is_refused_by_set_scenario(server: dict,
         eng.set_scenario(arm)
 
 
-def test_a_radix_cache_arm_over_shared_prefixes_is_refused_not_crashed(tmp_path) -> None:
-    eng = _engine(_trace(tmp_path, {"disable_radix_cache": True}))
-    with pytest.raises(ConfigError, match=r"workload\.trace.*disable_radix_cache: true"):
-        eng.set_scenario(_trace(tmp_path, {}))
-    assert eng.run().summary["completed"] == 8   # still the arm it had
+def test_a_radix_cache_arm_over_shared_prefixes_runs_on_the_same_engine(tmp_path) -> None:
+    """Was refused (the runtime shared no KV between rows); now the arm runs with the same
+    cache hits as the simulator's, and only an arm with KV pages over them is refused."""
+    two = {"max_running_requests": 2}   # the later requests find what the first ones cached
+    eng = _engine(_trace(tmp_path, {"disable_radix_cache": True, **two}))
+    assert "cache_hit_rate" not in eng.run().summary
+    on = _trace(tmp_path, two)
+    eng.set_scenario(on)
+    measured = eng.run()
+    simulated = SimEngine(on, tiny_profile(ingest_per_request_s=0.0)).run()
+    assert measured.summary["completed"] == 8
+    assert measured.summary["cache_hit_rate"] == simulated.summary["cache_hit_rate"] > 0
+    with pytest.raises(ConfigError, match=r"server\.page_size.*disable_radix_cache: true"):
+        eng.set_scenario(_trace(tmp_path, {"page_size": 16, **two}))
+    assert eng.run().summary["cache_hit_rate"] == measured.summary["cache_hit_rate"]   # still the arm it had
 
 
 def test_an_arm_that_cuts_other_outputs_needs_another_engine(tmp_path) -> None:

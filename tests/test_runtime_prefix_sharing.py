@@ -1,11 +1,12 @@
-"""The runtime's KV pool maps each request row to its own slots (runtime/kv_cache.py
-``ReqToTokenPool``): it does not share a cached prefix's KV between requests. With the radix
-cache on, the shared scheduler lets a request skip a prefix another row holds, and the
-runtime's extend then wrote KV the ledger never gave it (``PoolExhausted`` mid-run, a
-traceback). Such a scenario is refused up front in one line, exit 2, nothing written; with
-``server.disable_radix_cache: true`` it measures (every prompt prefilled whole)."""
+"""Prompts that share prefixes with the radix cache on: the runtime shares a cached prefix's
+KV between request rows (runtime/radix_slots.py), so such a scenario measures and reports
+the cache hit rate; with a KV page size above 1, which its token-by-token sharing does not
+model, it is refused up front in one line, exit 2, nothing written. Multi-turn workloads
+stay refused before any model is built."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 import yaml
@@ -33,14 +34,25 @@ def _scenario(tmp_path) -> str:
                                                      "question_len": 16}})
 
 
-def test_shared_prefixes_with_the_radix_cache_are_refused_by_the_runtime(tmp_path, capsys, monkeypatch):
+def test_shared_prefixes_with_the_radix_cache_measure(tmp_path, capsys, monkeypatch):
+    """Was refused in one line ('prompts that share prefixes with the radix cache on are
+    simulated only'): the runtime's pool shared no KV between rows."""
+    monkeypatch.chdir(tmp_path)
+    s = _scenario(tmp_path)
+    assert main(["measure", s, "--preset", "tiny", "--device", "cpu", "--out", "out", "--quiet"]) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["cache_hit_rate"] > 0
+
+
+def test_shared_prefixes_with_kv_pages_are_refused_by_the_runtime(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     s = _scenario(tmp_path)
     before = set(tmp_path.iterdir())
-    assert main(["measure", s, "--preset", "tiny", "--device", "cpu", "--out", "out"]) == 2
+    assert main(["measure", s, "--preset", "tiny", "--device", "cpu", "--set", "server.page_size=16",
+                 "--out", "out"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"specsched: error: {s}: workload.shared_prefix"), err
-    assert "server.disable_radix_cache: true" in err[0]
+    assert len(err) == 1 and err[0].startswith(f"specsched: error: {s}: server.page_size = 16"), err
+    assert "server.page_size: 1" in err[0] and "server.disable_radix_cache: true" in err[0]
     assert set(tmp_path.iterdir()) == before
 
 

@@ -1,0 +1,205 @@
+"""The runtime shares a cached prefix's KV between requests as SGLang's radix cache does
+(runtime/radix_slots.py, runtime/kv_cache.py ``ReqToTokenPool.attach`` / ``to_tree`` /
+``free_tree``): with the radix cache on and prompts that share prefixes, both engines make the
+same plans (prefix lengths included) and report the same cache hit rate; the device pool holds
+exactly the ledger's slots, tree included, and every slot has one holder (INV-POOL); a prefix
+read from the cache gives the tokens the whole prompt alone gives."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from specsched.runtime.engine import RuntimeEngine  # noqa: E402
+from specsched.runtime.radix_slots import TreeSlots  # noqa: E402
+from specsched.sim.config import Scenario  # noqa: E402
+from specsched.sim.engine import SimEngine  # noqa: E402
+from specsched.sim.radix_cache import RadixCache  # noqa: E402
+from specsched.sim.scheduler import Scheduler  # noqa: E402
+
+from tests.conftest import tiny_profile  # noqa: E402
+
+SHARED = {"kind": "burst", "output_len": {"kind": "fixed", "value": 8},
+          "shared_prefix": {"num_groups": 2, "prompts_per_group": 4, "system_prompt_len": 48, "question_len": 16}}
+SERVER = {"max_running_requests": 3, "chunked_prefill_size": 64, "max_prefill_tokens": 96,
+          "max_total_num_tokens": 5000}
+
+
+PLAN_COLS = ["mode", "part", "batch_size", "num_extend_tokens", "accepted_tokens", "decoding_reqs"]
+
+
+def _plans(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Every plan with extends a Scheduler builds from now on, as (rids, extend lens, prefix
+    lens) of its extends (the simulator runs stretches of decode passes without building
+    their plans one by one: sim/decode_run.py)."""
+    seen: list = []
+    orig = Scheduler.schedule
+
+    def recording(self):
+        plan = orig(self)
+        if plan is not None and plan.num_extend:
+            n = plan.num_extend
+            seen.append((list(plan.rids[:n]), list(plan.extend_lens[:n]), list(plan.prefix_lens[:n])))
+        return plan
+
+    monkeypatch.setattr(Scheduler, "schedule", recording)
+    return seen
+
+
+def _evictions(monkeypatch: pytest.MonkeyPatch) -> list:
+    seen: list = []
+    orig = RadixCache.evict
+
+    def counting(self, n):
+        out = orig(self, n)
+        seen.append(out)
+        return out
+
+    monkeypatch.setattr(RadixCache, "evict", counting)
+    return seen
+
+
+def _check_pool(eng: RuntimeEngine) -> None:
+    """INV-POOL at the end of a run: the rows still held (their requests finished after the
+    last forward) own what they map past the tree's prefix."""
+    pool = eng.runner.pool
+    own = sum(pool.reserved[row] - pool.shared[row] for row in eng.rows.values())
+    assert pool.num_free_slots + own + pool.tree_slots == pool.num_slots
+    assert pool.tree_slots == len(eng.tree_slots) == eng.sched.kv.tree
+
+
+def _checked(monkeypatch: pytest.MonkeyPatch, eng: RuntimeEngine) -> list:
+    """Check, after every _sync_kv, that each row owns the ledger's slots, the tree holds the
+    ledger's ``tree`` and free + rows' own + tree = the pool (each slot once)."""
+    pool, sync, seen = eng.runner.pool, eng._sync_kv, []
+
+    def checked(plan):
+        sync(plan)
+        own = {rid: pool.reserved[row] - pool.shared[row] for rid, row in eng.rows.items()}
+        ledger = {rid: eng.sched.reqs[rid].kv_allocated for rid in eng.rows}
+        assert own == ledger
+        assert {rid: pool.shared[row] for rid, row in eng.rows.items()} == \
+            {rid: eng.sched.reqs[rid].cache_protected_len for rid in eng.rows}
+        assert pool.tree_slots == eng.sched.kv.tree == len(eng.tree_slots)
+        assert pool.num_free_slots + sum(own.values()) + pool.tree_slots == pool.num_slots
+        assert pool.free_slots.numel() == pool.num_free_slots
+        held = torch.cat([pool.free_slots] + [pool.req_to_token[row, pool.shared[row]:pool.reserved[row]]
+                                              for row in eng.rows.values()]
+                         + list(eng.tree_slots._values.values()))
+        assert sorted(held.tolist()) == list(range(1, pool.num_slots + 1))   # each slot exactly once
+        seen.append(sum(own.values()) + pool.tree_slots)
+
+    monkeypatch.setattr(eng, "_sync_kv", checked)
+    return seen
+
+
+def _both(monkeypatch, server=None, workload=None, spec=True):
+    srv = {**SERVER, **(server or {})}
+    if spec:
+        srv.update(speculative_algorithm="dspark", speculative_num_draft_tokens=4)
+    sc = Scenario.model_validate({"name": "t", "profile": "tiny", "seed": 1, "server": srv,
+                                  "workload": {**SHARED, **(workload or {})},
+                                  "acceptance": {"mean_accept_length": 2.2, "request_spread": 0.3}})
+    plans = _plans(monkeypatch)
+    evictions = _evictions(monkeypatch)
+    eng = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False)
+    held = _checked(monkeypatch, eng)
+    measured = eng.run()
+    n_measured, ev_measured = len(plans), list(evictions)
+    simulated = SimEngine(sc, tiny_profile(ingest_per_request_s=0.0)).run()
+    assert plans[:n_measured] == plans[n_measured:]
+    assert measured.steps[PLAN_COLS].reset_index(drop=True).equals(simulated.steps[PLAN_COLS].reset_index(drop=True))
+    assert ev_measured == evictions[len(ev_measured):]
+    assert measured.summary["cache_hit_rate"] == simulated.summary["cache_hit_rate"] > 0
+    assert measured.summary["completed"] == simulated.summary["completed"] == sc.workload.num_requests
+    assert held and max(held) <= sc.server.max_total_num_tokens
+    assert any(p > 0 for _, _, prefix in plans[:n_measured] for p in prefix)
+    _check_pool(eng)
+    return eng, measured, simulated, ev_measured
+
+
+@pytest.mark.parametrize("spec", [True, False])
+def test_shared_prefixes_run_with_the_same_plans_as_the_simulator(monkeypatch, spec):
+    _both(monkeypatch, spec=spec)
+
+
+def test_a_pool_that_evicts_cached_prefixes(monkeypatch):
+    # 4 groups of 3 prompts (48 shared + 16 own tokens), 3 at a time: the cached prompts
+    # (4 x 48 + 12 x 16 = 384 tokens) outgrow a pool of 200
+    _, measured, _, evictions = _both(
+        monkeypatch, {"max_total_num_tokens": 200},
+        {"shared_prefix": {"num_groups": 4, "prompts_per_group": 3, "system_prompt_len": 48, "question_len": 16}},
+        spec=False)
+    assert sum(evictions) > 0
+
+
+def test_a_pool_that_retracts_with_shared_prefixes(monkeypatch):
+    # long outputs that may stop early (admission over-commits as new_token_ratio decays) in a
+    # small pool: a running request outgrows it, is retracted, and re-prefills over the
+    # prompt it cached
+    plans = _plans(monkeypatch)
+    _, measured, simulated, _ = _both(
+        monkeypatch, {"max_total_num_tokens": 320, "max_running_requests": 4, "admission_delay": "none"},
+        {"ignore_eos": False, "output_len": {"kind": "fixed", "value": 96},
+         "shared_prefix": {"num_groups": 2, "prompts_per_group": 4, "system_prompt_len": 32, "question_len": 8}})
+    assert measured.summary["num_retractions"] == simulated.summary["num_retractions"] >= 1
+    starts = [(rid, p) for rids, _, prefix in plans[:len(plans) // 2] for rid, p in zip(rids, prefix, strict=True)]
+    again = [(rid, p) for i, (rid, p) in enumerate(starts) if any(r == rid for r, _ in starts[:i]) and p >= 40]
+    assert again   # a re-prefill after a retraction found its whole prompt cached
+
+
+def test_a_second_pass_starts_from_an_empty_pool(monkeypatch):
+    eng, first, _, _ = _both(monkeypatch, spec=False)
+    again = eng.run()
+    assert again.summary["cache_hit_rate"] == first.summary["cache_hit_rate"]
+    _check_pool(eng)
+
+
+def test_a_prefix_from_the_cache_gives_the_tokens_of_the_whole_prompt_alone():
+    """KV content, not only counts: B's first 40 positions are read from slots A wrote (the
+    tree's, after A inserted its prompt), C prefills whole and hands its copies of the shared
+    prefix back as duplicates (its row then points at the tree's); both decode greedily the
+    same tokens as their prompt run alone on a fresh model."""
+    from tests.test_runtime_model import greedy_reference, make, tokens
+
+    dev, _, r = make("cpu", max_reqs=4)
+    pool = r.pool
+    shared = tokens(40, 7, dev.torch_device)
+    prompts = {k: torch.cat([shared, tokens(8, seed, dev.torch_device)]) for k, seed in (("a", 1), ("b", 2), ("c", 3))}
+    rows = {k: r.add_request() for k in prompts}
+    cache = RadixCache()
+    cache.values = slots = TreeSlots(pool, rows.__getitem__)
+    # A prefills whole and caches its prompt
+    r.extend([rows["a"]], [0], [48], prompts["a"])
+    _, node_a = cache.insert_from(prompts["a"].tolist(), owner="a")
+    cache.inc_lock_ref(node_a)
+    assert pool.shared[rows["a"]] == 48 and pool.tree_slots == 48
+    # B matches 40 tokens (a split of A's node) and extends only its own 8
+    n, node = cache.match_prefix(prompts["b"][:47].tolist())
+    assert n == 40
+    pool.attach(rows["b"], slots.prefix(node), n)
+    r.extend([rows["b"]], [40], [8], prompts["b"][40:])
+    # C prefills all 48 tokens, then caches: its first 40 are duplicates
+    r.extend([rows["c"]], [0], [48], prompts["c"])
+    free = pool.num_free_slots
+    present, _ = cache.insert_from(prompts["c"].tolist(), owner="c")
+    assert present == 40 and pool.num_free_slots == free + 40 and pool.shared[rows["c"]] == 48
+    assert torch.equal(pool.req_to_token[rows["c"], :40], pool.req_to_token[rows["a"], :40])
+    out = {k: [] for k in ("b", "c")}
+    first = {"b": r.pool.last_token[rows["b"]].item(), "c": r.pool.last_token[rows["c"]].item()}
+    for k in out:
+        out[k].append(first[k])
+    for _ in range(5):
+        toks = r.decode([rows["b"], rows["c"]]).tokens[:, 0].tolist()
+        out["b"].append(toks[0])
+        out["c"].append(toks[1])
+    assert out["b"] == greedy_reference("cpu", [prompts["b"]], 6)[0]
+    assert out["c"] == greedy_reference("cpu", [prompts["c"]], 6)[0]
+    # every row goes, then every cached token: each slot back on the free list once
+    for row in rows.values():
+        r.free_request(row)
+    cache.dec_lock_ref(node_a)
+    cache.evict(10**6)
+    assert pool.tree_slots == 0 and len(slots) == 0
+    assert sorted(pool.free_slots.tolist()) == list(range(1, pool.num_slots + 1))
