@@ -8,6 +8,8 @@ read from the cache gives the tokens the whole prompt alone gives."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
@@ -124,6 +126,15 @@ def test_shared_prefixes_run_with_the_same_plans_as_the_simulator(monkeypatch, s
     _both(monkeypatch, spec=spec)
 
 
+@pytest.mark.parametrize("mixed", [False, True])
+def test_prompts_longer_than_a_chunk_cache_chunk_by_chunk(monkeypatch, mixed):
+    # 100 + 24 token prompts in 48-token chunks: each chunk enters the tree before the next
+    # (the scheduler's _checkpoint), later requests match part of a chunked prompt; mixed
+    # chunks carry the running decodes
+    _both(monkeypatch, {"chunked_prefill_size": 48, "max_prefill_tokens": 48, "enable_mixed_chunk": mixed},
+          {"shared_prefix": {"num_groups": 2, "prompts_per_group": 3, "system_prompt_len": 100, "question_len": 24}})
+
+
 def test_a_pool_that_evicts_cached_prefixes(monkeypatch):
     # 4 groups of 3 prompts (48 shared + 16 own tokens), 3 at a time: the cached prompts
     # (4 x 48 + 12 x 16 = 384 tokens) outgrow a pool of 200
@@ -203,3 +214,69 @@ def test_a_prefix_from_the_cache_gives_the_tokens_of_the_whole_prompt_alone():
     cache.evict(10**6)
     assert pool.tree_slots == 0 and len(slots) == 0
     assert sorted(pool.free_slots.tolist()) == list(range(1, pool.num_slots + 1))
+
+
+OPS = st.lists(st.one_of(
+    st.tuples(st.just("admit"), st.integers(0, 2), st.integers(1, 12)),
+    st.tuples(st.just("cache"), st.integers(0, 7)),
+    st.tuples(st.just("finish"), st.integers(0, 7)),
+    st.tuples(st.just("evict"), st.integers(1, 40)),
+), min_size=15, max_size=40)
+
+
+@settings(max_examples=100, deadline=None)
+@given(OPS)
+def test_every_slot_has_one_holder_through_matches_inserts_splits_and_evictions(ops):
+    """INV-POOL over any order of admissions (match, lock, map the tree's prefix, reserve the
+    rest), prompts entering the tree, finishes and evictions: each slot is free, owned by
+    one row, or held by one tree node; the tree holds one slot per cached token, and a row's
+    shared positions are the slots of its locked path."""
+    from specsched.runtime.device import Device
+    from specsched.runtime.kv_cache import ReqToTokenPool
+
+    pool = ReqToTokenPool(max_reqs=4, max_context=64, num_slots=121, window=1, device=Device("cpu"))
+    live: dict[int, dict] = {}
+    cache = RadixCache()
+    cache.values = slots = TreeSlots(pool, lambda k: live[k]["row"])
+    bases = [list(range(100, 120)), list(range(100, 110)) + list(range(200, 210)), list(range(300, 316))]
+    made = 0
+    for op in ops:
+        if op[0] == "admit" and pool.num_free_rows:
+            toks = bases[op[1]] + [1000 + made * 16 + j for j in range(op[2])]
+            n, node = cache.match_prefix(toks[:-1])
+            if n:
+                cache.inc_lock_ref(node)
+            short = len(toks) - n - pool.num_free_slots
+            if short > 0:
+                cache.evict(short)
+            if len(toks) - n > pool.num_free_slots:
+                if n:
+                    cache.dec_lock_ref(node)
+                continue
+            row = pool.alloc_row()
+            pool.attach(row, slots.prefix(node), n)
+            pool.reserve([row], [len(toks)])
+            live[made] = {"row": row, "toks": toks, "lock": node if n else None}
+            made += 1
+        elif op[0] == "cache" and live:
+            k = sorted(live)[op[1] % len(live)]
+            req = live[k]
+            _, node = cache.insert_from(req["toks"], req["lock"], pool.shared[req["row"]], owner=k)
+            cache.move_lock(req["lock"], node)
+            req["lock"] = node
+        elif op[0] == "finish" and live:
+            req = live.pop(sorted(live)[op[1] % len(live)])
+            pool.free_row(req["row"])
+            if req["lock"] is not None:
+                cache.dec_lock_ref(req["lock"])
+        elif op[0] == "evict":
+            cache.evict(op[1])
+        own = [pool.req_to_token[q["row"], pool.shared[q["row"]]:pool.reserved[q["row"]]] for q in live.values()]
+        held = torch.cat([pool.free_slots, *own, *slots._values.values()])
+        assert sorted(held.tolist()) == list(range(1, pool.num_slots + 1))
+        assert pool.tree_slots == len(slots) == cache.total_size
+        assert pool.num_free_slots + sum(o.numel() for o in own) + pool.tree_slots == pool.num_slots
+        for q in live.values():
+            s = pool.shared[q["row"]]
+            path = slots.prefix(q["lock"]) if q["lock"] is not None else torch.zeros(0, dtype=torch.int64)
+            assert path.numel() == s and torch.equal(pool.req_to_token[q["row"], :s], path)
