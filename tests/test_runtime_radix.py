@@ -216,6 +216,32 @@ def test_a_prefix_from_the_cache_gives_the_tokens_of_the_whole_prompt_alone():
     assert sorted(pool.free_slots.tolist()) == list(range(1, pool.num_slots + 1))
 
 
+def test_each_extend_feeds_its_prompt_ids_at_their_positions():
+    """The KV a later request reads from the tree is that of the tokens the tree matched:
+    every extend's input ids are the request's prompt ids (mod the vocabulary) at positions
+    prefix .. prefix + extend - 1."""
+    sc = Scenario.model_validate({"name": "t", "profile": "tiny", "seed": 1, "server": SERVER, "workload": SHARED,
+                                  "acceptance": {"mean_accept_length": 2.2}})
+    eng = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False)
+    extend, seen = eng.runner.extend, []
+
+    def recording(rows, prefix_lens, extend_lens, toks, **kw):
+        by_row = {row: rid for rid, row in eng.rows.items()}
+        seen.append(([by_row[row] for row in rows], list(prefix_lens), list(extend_lens), toks.tolist()))
+        return extend(rows, prefix_lens, extend_lens, toks, **kw)
+
+    eng.runner.extend = recording
+    eng.run()
+    vocab = eng.vocab
+    for rids, prefix, ext, toks in seen:
+        off = 0
+        for rid, p, e in zip(rids, prefix, ext, strict=True):
+            prompt = [int(t) % vocab for t in eng.sched.reqs[rid].tokens]
+            assert toks[off:off + e] == prompt[p:p + e]
+            off += e
+    assert any(p for _, prefix, _, _ in seen for p in prefix)
+
+
 OPS = st.lists(st.one_of(
     st.tuples(st.just("admit"), st.integers(0, 2), st.integers(1, 12)),
     st.tuples(st.just("cache"), st.integers(0, 7)),
