@@ -96,10 +96,15 @@ def _checked(monkeypatch: pytest.MonkeyPatch, eng: RuntimeEngine) -> list:
     return seen
 
 
-def _both(monkeypatch, server=None, workload=None, spec=True):
+SPEC = {"dspark": {"speculative_algorithm": "dspark", "speculative_num_draft_tokens": 4},
+        "eagle-tree": {"speculative_algorithm": "eagle", "speculative_num_steps": 3, "speculative_eagle_topk": 2,
+                       "speculative_num_draft_tokens": 6}}
+
+
+def _both(monkeypatch, server=None, workload=None, spec="dspark"):
     srv = {**SERVER, **(server or {})}
     if spec:
-        srv.update(speculative_algorithm="dspark", speculative_num_draft_tokens=4)
+        srv.update(SPEC[spec])
     sc = Scenario.model_validate({"name": "t", "profile": "tiny", "seed": 1, "server": srv,
                                   "workload": {**SHARED, **(workload or {})},
                                   "acceptance": {"mean_accept_length": 2.2, "request_spread": 0.3}})
@@ -121,7 +126,7 @@ def _both(monkeypatch, server=None, workload=None, spec=True):
     return eng, measured, simulated, ev_measured
 
 
-@pytest.mark.parametrize("spec", [True, False])
+@pytest.mark.parametrize("spec", [None, "dspark", "eagle-tree"])
 def test_shared_prefixes_run_with_the_same_plans_as_the_simulator(monkeypatch, spec):
     _both(monkeypatch, spec=spec)
 
@@ -141,7 +146,7 @@ def test_a_pool_that_evicts_cached_prefixes(monkeypatch):
     _, measured, _, evictions = _both(
         monkeypatch, {"max_total_num_tokens": 200},
         {"shared_prefix": {"num_groups": 4, "prompts_per_group": 3, "system_prompt_len": 48, "question_len": 16}},
-        spec=False)
+        spec=None)
     assert sum(evictions) > 0
 
 
@@ -161,7 +166,7 @@ def test_a_pool_that_retracts_with_shared_prefixes(monkeypatch):
 
 
 def test_a_second_pass_starts_from_an_empty_pool(monkeypatch):
-    eng, first, _, _ = _both(monkeypatch, spec=False)
+    eng, first, _, _ = _both(monkeypatch, spec=None)
     again = eng.run()
     assert again.summary["cache_hit_rate"] == first.summary["cache_hit_rate"]
     _check_pool(eng)
