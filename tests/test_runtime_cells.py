@@ -91,6 +91,11 @@ TINY = {
     # a chain drafter (eagle, topk 1): serial draft steps and a draft extend in the runtime,
     # gpu.draft_step in the simulator; the last arm takes two more steps (window 6)
     "eagle-chain": {**SMALL, "workload.num_requests": 5, "workload.concurrency": 3},
+    # round 46's: shared system prompts with the radix cache on (the runtime shares the cached
+    # KV between requests); the last arm turns the cache off
+    "shared-prefix": {"workload.concurrency": 3, "workload.output_len.value": 8,
+                      "workload.shared_prefix.num_groups": 2, "workload.shared_prefix.prompts_per_group": 3,
+                      "workload.shared_prefix.system_prompt_len": 48, "workload.shared_prefix.question_len": 16},
 }
 PLAN_COLS = ["mode", "part", "batch_size", "num_extend_tokens", "accepted_tokens", "decoding_reqs"]
 
@@ -149,6 +154,10 @@ def test_cell_runs_in_both_engines(cell: str) -> None:
         if cell == "priority-preempt":  # a waiting priority-20 request preempts a running 0 in base only
             for res in (measured, simulated):
                 assert (res.summary.get("num_preemptions", 0) >= 1) == (a == "base")
+        if cell == "shared-prefix":  # cache hits in base only, the same rate in both engines
+            hit = measured.summary.get("cache_hit_rate", 0.0)
+            assert (hit > 0) == (a == "base")
+            assert hit == pytest.approx(simulated.summary.get("cache_hit_rate", 0.0))
         if cell == "chunked-prefix":  # prompts of ~160 tokens in 64-token chunks: extends over a prefix
             assert (measured.steps["num_extend_tokens"] == 64).sum() >= 4
         if cell == "queue-chunked":  # the delay holds admissions in base only; prompts go in 3 chunks
