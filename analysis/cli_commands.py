@@ -638,7 +638,7 @@ def sweep_defaults_differ(scenario: str, grid: dict[str, list[Any]], points: lis
 
 def parse_slos(texts: list[str] | None, known: Any = None) -> list[Any]:
     """``--slo`` values as :class:`analysis.slo.Slo` objects; ``known``: the metric names
-    allowed (default: bench_serving's metric keys and the sweep summary's key metrics).
+    allowed (default: bench_serving's metric keys, the sweep summary's key metrics and each latency's max).
 
     Raises:
         ConfigError: a malformed objective or an unknown metric.
@@ -648,8 +648,11 @@ def parse_slos(texts: list[str] | None, known: Any = None) -> list[Any]:
     from specsched.analysis.slo import parse_slo
     from specsched.analysis.sweep_summary import KEY_METRICS
     from specsched.sim.bench_serving import METRIC_KEYS
+    from specsched.sim.metrics import LATENCY_METRICS
 
-    known = list(known) if known is not None else list(dict.fromkeys([*METRIC_KEYS, *KEY_METRICS]))
+    # every run's summary also holds the maximum of each latency (the plot of its sweep takes them)
+    known = list(known) if known is not None else list(dict.fromkeys(
+        [*METRIC_KEYS, *KEY_METRICS, *(f"max_{m}_ms" for m in LATENCY_METRICS)]))
     return [parse_slo(t, known) for t in texts]
 
 

@@ -76,7 +76,9 @@ def parse_slo(text: str, known: Sequence[str], where: str = "<command line>", ke
                                             "output_throughput>=5000")
     metric, op, num = m.groups()
     if metric not in known:
-        close = [k for k in known if metric.split("_")[-1] in k][:6] or list(known)[:6]
+        import difflib
+
+        close = difflib.get_close_matches(metric, list(known), n=6, cutoff=0.5) or list(known)[:6]
         raise ConfigError(where, key, text, f"unknown metric {metric!r}: a run summary key, e.g. {', '.join(close)}")
     try:
         bound = float(num)
@@ -172,7 +174,7 @@ def slo_lines(summary: pd.DataFrame, slos: Sequence[Slo], x: str | None = None) 
     Returns:
         Lines of text (no trailing newline); empty for an empty summary.
     """
-    from specsched.analysis.sweep_summary import SUMMARY_COLUMNS, _label, _plain, _x_axis
+    from specsched.analysis.sweep_summary import SUMMARY_COLUMNS, _label, _number, _plain, _x_axis
 
     if summary.empty or not slos:
         return []
@@ -180,11 +182,18 @@ def slo_lines(summary: pd.DataFrame, slos: Sequence[Slo], x: str | None = None) 
     objectives = ", ".join(map(str, slos))
     met = [p for p, v in verdict.items() if v.met]
     lines = [f"SLOs {objectives}: met at {len(met)} of {len(verdict)} point(s)"]
+    for metric in dict.fromkeys(s.metric for s in slos):
+        vals = summary.loc[summary["metric"] == metric, "value"].to_numpy(float)
+        if not np.isfinite(vals).any():   # e.g. accept_length of runs without speculative decoding
+            lines.append(f"  {metric}: no run of this sweep has a value for it, so no point meets its objective")
     params = [c for c in summary.columns if c not in ("point", *SUMMARY_COLUMNS)]
     varying = [p for p in params if summary[p].astype(str).nunique() > 1]
     x = x or _x_axis(summary, varying or params)
     firsts = summary.drop_duplicates("point").set_index("point")
-    numeric = x in varying and all(_plain(v) for v in firsts[x].dropna()) and firsts[x].notna().all()
+    # inf (a burst's request_rate, bench_serving's --request-rate inf) is the far end of a rate
+    # axis: walked to last, with no crossing interpolated towards it
+    numeric = (x in varying and firsts[x].notna().all()
+               and all(_plain(v) or (_number(v) and v == math.inf) for v in firsts[x]))
     others = [p for p in varying if p != x]
     groups = firsts.groupby(others, sort=False, dropna=False) if others else [((), firsts)]
     for key, g in groups:
@@ -201,11 +210,11 @@ def slo_lines(summary: pd.DataFrame, slos: Sequence[Slo], x: str | None = None) 
         for a, b, xa, xb in zip(pids, pids[1:], xs, xs[1:], strict=False):
             if verdict[a].met == verdict[b].met:
                 continue
-            good, bad = (a, b) if verdict[a].met else (b, a)
+            bad = b if verdict[a].met else a
             parts = []
-            for slo, vb in verdict[bad].missed:
-                va = _value(summary, good, slo.metric)
-                c = crossing(xa, _value(summary, a, slo.metric), xb, _value(summary, b, slo.metric), slo.bound)
+            for slo, _ in verdict[bad].missed:   # the values in the order walked: at a, then at b
+                va, vb = _value(summary, a, slo.metric), _value(summary, b, slo.metric)
+                c = crossing(xa, va, xb, vb, slo.bound)
                 where = f", crossed at ~{_fmt(c)} by linear interpolation" if math.isfinite(c) else ""
                 parts.append(f"{slo.metric} {_fmt(va)} -> {_fmt(vb)} (bound {slo.bound:g}{where})")
             lines.append(f"    {'missed' if verdict[a].met else 'met'} from {x}={_label(firsts.at[b, x])} "

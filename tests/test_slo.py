@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from specsched.analysis.cli_commands import parse_slos
 from specsched.analysis.slo import Slo, crossing, judge_points, parse_slo, slo_lines
 from specsched.sim.errors import ConfigError
 
@@ -131,3 +132,49 @@ def test_a_negative_bound_is_refused(text):
     with pytest.raises(ConfigError) as e:
         parse_slo(text, ["p90_ttft_ms", "output_throughput", "median_tpot_ms"])
     assert e.value.key == "--slo" and ">= 0" in str(e.value), str(e.value)
+
+
+def _walk(values, rates=(2.0, 4.0, 8.0)):
+    return _summary([(i, "base", r, m, v, v, v) for i, (r, vals) in enumerate(zip(rates, values, strict=True))
+                     for m, v in zip(("p90_ttft_ms", "output_throughput"), vals, strict=True)])
+
+
+def test_a_flip_prints_the_metric_in_the_order_walked():
+    """A metric that falls below its bound along the rate ('met from 4 after 2') was printed
+    backwards, from the point that meets it to the one that misses it: 'p90_ttft_ms 1,000 ->
+    3,000' where it went from 3,000 at rate 2 to 1,000 at rate 4."""
+    lines = slo_lines(_walk([(3000.0, 100.0), (1000.0, 200.0), (2500.0, 300.0)]), [Slo("p90_ttft_ms", "<=", 2000.0)])
+    assert "    met from workload.request_rate=4 after 2: p90_ttft_ms 3,000 -> 1,000 (bound 2000, crossed at ~3 " \
+           "by linear interpolation)" in lines
+    assert "    missed from workload.request_rate=8 after 4: p90_ttft_ms 1,000 -> 2,500 (bound 2000, crossed at " \
+           "~6.667 by linear interpolation)" in lines
+    lines = slo_lines(_walk([(1.0, 100.0), (1.0, 200.0), (1.0, 300.0)]), [Slo("output_throughput", ">=", 150.0)])
+    assert any("met from workload.request_rate=4 after 2: output_throughput 100 -> 200" in ln for ln in lines), lines
+
+
+def test_a_rate_axis_ending_at_inf_is_walked_with_inf_last():
+    """A rate sweep ending at inf (bench_serving --request-rate inf) was not walked at all: no
+    'along' line, no flip named."""
+    lines = slo_lines(_walk([(300.0, 100.0), (5000.0, 200.0), (900.0, 300.0)], rates=(2.0, math.inf, 4.0)),
+                      [Slo("p90_ttft_ms", "<=", 2000.0)])
+    assert "  along workload.request_rate: met at 2, 4" in lines, lines
+    assert "    missed from workload.request_rate=inf after 4: p90_ttft_ms 900 -> 5,000 (bound 2000)" in lines, lines
+
+
+def test_an_objective_on_a_metric_no_run_has_says_so():
+    """accept_length of runs without speculative decoding: every point 'missed' without a word why."""
+    s = _walk([(300.0, 100.0), (900.0, 200.0), (5000.0, 300.0)])
+    s = pd.concat([s, s[s["metric"] == "output_throughput"].assign(metric="accept_length", value=float("nan"),
+                                                                      ci_low=float("nan"), ci_high=float("nan"))])
+    lines = slo_lines(s, [Slo("p90_ttft_ms", "<=", 2000.0), Slo("accept_length", ">=", 2.0)])
+    assert "  accept_length: no run of this sweep has a value for it, so no point meets its objective" in lines
+
+
+def test_the_sweep_takes_an_objective_on_a_maximum_its_plot_takes(tmp_path, capsys):
+    """max_ttft_ms is in every run's summary (plot SWEEP --slo took it) but sweep --slo refused it;
+    an unknown metric's suggestions were the keys sharing its last word ('ms': the TTFT keys for
+    p95_e2e_ms)."""
+    assert parse_slos(["max_ttft_ms<=3000"]) == [Slo("max_ttft_ms", "<=", 3000.0)]
+    with pytest.raises(ConfigError) as e:
+        parse_slos(["p95_e2e_ms<=3000"])
+    assert "p95_e2e_latency_ms" in str(e.value), str(e.value)
