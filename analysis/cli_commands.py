@@ -230,6 +230,9 @@ def cmd_plot(args: argparse.Namespace) -> int:
     if sweeps:   # it was read as a bench_serving file: "not a text file"
         raise ConfigError(_CLI, "RESULTS_DIR", sweeps[0], "a sweep file is plotted alone (specsched plot SWEEP.parquet), "
                           "not beside other inputs")
+    if getattr(args, "slo", None):   # it was taken and not a word said of it
+        raise ConfigError(_CLI, "--slo", args.slo[0], "objectives judge the points of a sweep: plot SWEEP.parquet "
+                          "--slo ... (results directories and bench_serving files are plotted without them)")
     bar = tqdm(total=2 * len(args.results_dirs) + 3, desc="plot", unit="step", file=sys.stderr, leave=False,
                disable=not show_progress(args))
     runs, detailed, summary_only, summary_names = [], [], [], []

@@ -78,7 +78,9 @@ def parse_slo(text: str, known: Sequence[str], where: str = "<command line>", ke
     if metric not in known:
         import difflib
 
-        close = difflib.get_close_matches(metric, list(known), n=6, cutoff=0.5) or list(known)[:6]
+        lower = {k.lower(): k for k in known}
+        close = [lower[k] for k in difflib.get_close_matches(metric.lower(), list(lower), n=6, cutoff=0.5)]
+        close = close or list(known)[:6]
         raise ConfigError(where, key, text, f"unknown metric {metric!r}: a run summary key, e.g. {', '.join(close)}")
     try:
         bound = float(num)

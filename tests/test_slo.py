@@ -178,3 +178,17 @@ def test_the_sweep_takes_an_objective_on_a_maximum_its_plot_takes(tmp_path, caps
     with pytest.raises(ConfigError) as e:
         parse_slos(["p95_e2e_ms<=3000"])
     assert "p95_e2e_latency_ms" in str(e.value), str(e.value)
+
+
+def test_an_objective_beside_results_directories_is_refused(tmp_path, capsys):
+    """plot RESULTS_DIR --slo ... drew the run's figures and said nothing of the objective."""
+    run = tmp_path / "run"
+    assert main(["run", "poisson8b-fixed", "--set", "workload.num_requests=5", "--out", str(run), "-q"]) == 0
+    capsys.readouterr()
+    assert main(["plot", str(run), "--slo", "p90_ttft_ms<=5", "--out", str(tmp_path / "plots")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--slo" in err and "SWEEP.parquet" in err, err
+    assert not (tmp_path / "plots").exists()
+    with pytest.raises(ConfigError) as e:
+        parse_slos(["P90_TTFT_MS<=5"])
+    assert "p90_ttft_ms" in str(e.value)
