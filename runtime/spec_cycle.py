@@ -171,6 +171,7 @@ class SpecCycle:
     external_kv: bool
     chain: bool
     topk: int
+    draft_steps: int
     accept_max: int
     tree: TreeShape | None
     tree_anc: torch.Tensor | None
@@ -331,7 +332,8 @@ class SpecCycle:
         Step i runs the drafter over the K tokens each request keeps, at rope position
         n + i, as one query group of K over the request's prefix; the K x K continuations
         (log-softmax top K of each) are scored by cumulative log-probability and the best K
-        kept (``select_top_k_tokens``). The tree takes the best kept token of each step as
+        kept (``select_top_k_tokens``); all ``num_steps - 1`` steps run, also for a tree of
+        fewer drafts than steps. The tree takes the best kept token of each step as
         its spine and the best-scored candidates of all steps as the other nodes
         (``build_tree_kernel_efficient``'s top ``N - 1``). The branches' draft KV is not
         kept: they attend the prefix only (SGLang gives each branch its own slots, so a
@@ -349,7 +351,9 @@ class SpecCycle:
         n = pool.seq_lens[rows_t]
         q_pos = (n - 1)[:, None].expand(b, k)
         pad = torch.full((b * k,), PAD_SLOT, dtype=torch.int64, device=tok.device)
-        for i in range(tree.spine - 1):
+        # every one of the num_steps - 1 serial steps runs, however few drafts the tree keeps
+        # (draft_forward's loop breaks at the last step only); the spine takes the first ones
+        for i in range(self.draft_steps - 1):
             attn = self._uniform_attn(rows_t, q_pos, pad, ctx)
             rope = (n + i)[:, None].expand(b, k).reshape(-1)
             hidden = self.drafter(tok.reshape(-1), rope, attn, self.draft_kv)
@@ -360,7 +364,7 @@ class SpecCycle:
             cand_tok.append(ids.view(b, k * k))
             cand_score.append(total)
             spine.append(tok[:, 0])
-        drafts = torch.stack(spine, 1)
+        drafts = torch.stack(spine[: tree.spine], 1)
         extra = len(tree.parent) - 1 - tree.spine
         if extra:
             all_score, all_tok = torch.cat(cand_score, 1), torch.cat(cand_tok, 1)

@@ -127,3 +127,19 @@ def test_a_tree_runs_in_the_engine_as_the_simulator_schedules_it() -> None:
     assert measured.steps[cols].reset_index(drop=True).equals(simulated.steps[cols].reset_index(drop=True))
     assert measured.summary["completed"] == 5
     assert measured.summary["total_output_tokens"] == simulated.summary["total_output_tokens"]
+
+
+@pytest.mark.parametrize("topk,steps,nodes", [(2, 4, 3), (4, 5, 4), (8, 3, 4)])
+def test_a_tree_of_fewer_drafts_than_steps_still_runs_every_serial_step(topk: int, steps: int, nodes: int) -> None:
+    """SGLang's draft_forward runs num_steps - 1 serial drafter forwards whatever the tree
+    keeps (eagle_worker_v2.py: the loop over speculative_num_steps breaks at the last step
+    only); a tree of num_draft_tokens - 1 < num_steps drafts ran only num_draft_tokens - 2
+    of them, a cheaper draft phase than SGLang's and than the simulator prices
+    (num_draft_forwards = num_steps). Accepts stay within the tree: at most N - 1 drafts."""
+    r = make_tree(topk=topk, steps=steps, nodes=nodes)
+    rows = prefilled(r, (7, 12), seed=5)
+    calls = drafter_calls(r)
+    n = r.read_seq_lens(rows)
+    r.spec_cycle(rows, forced_accept=[0, steps])
+    assert [tuple(ids.shape) for ids, _ in calls] == [(2 * topk,)] * (steps - 1) + [(2 * nodes,)]
+    assert r.read_seq_lens(rows) == [n[0] + 1, n[1] + nodes]
