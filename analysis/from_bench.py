@@ -1616,17 +1616,26 @@ def _file_label(file: str) -> str:
     return "bench_serving" if is_stream(file) else Path(file).stem
 
 
+TAG_NAME_BYTES = 120
+"""The longest scenario name (UTF-8 bytes) made from a line's tag: results folders are named
+``<name>/<arm>-seed<N>+<overrides>`` and a file name holds at most 255 bytes."""
+
+
 def _tag_name(run: BenchRun, default: str, notes: list[str]) -> str:
     """The scenario name from the line's ``tag`` (bench_serving ``--tag``, a free-form label:
     ``"h200/llama 8b"``), made one folder name as a scenario name must be (each run of ``/``,
-    ``\\`` or control characters, newline and tab included, as ``_``, outer spaces dropped;
-    said in ``notes`` when changed), else
+    ``\\`` or control characters, newline, tab and Unicode line breaks (U+0085, U+2028,
+    U+2029) included, as ``_``, outer spaces dropped, cut to :data:`TAG_NAME_BYTES` bytes
+    of UTF-8 so that the results folder it names can be made (a file name holds 255); said
+    in ``notes`` when changed), else
     ``default``. A tag with a separator was refused as a bad ``name``, a key the line does
     not have."""
     tag = run.extra.get("tag")
     if tag is None or not str(tag).strip():
         return default
-    name = re.sub(r"[/\\\x00-\x1f\x7f]+", "_", str(tag)).strip()
+    name = re.sub(r"[/\\\x00-\x1f\x7f-\x9f\u2028\u2029]+", "_", str(tag)).strip()
+    if len(name.encode()) > TAG_NAME_BYTES:   # "results/<name>/...: File name too long" after the run
+        name = name.encode()[:TAG_NAME_BYTES].decode(errors="ignore").strip()
     if not is_path_component(name):   # "." or ".."
         name = default
     if name != tag:

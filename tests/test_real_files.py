@@ -1631,14 +1631,18 @@ def test_from_bench_refuses_replays_it_cannot_rebuild(tmp_path, capsys, monkeypa
 
 @pytest.mark.parametrize("tag, name", [("h200/llama 8b: c=16", "h200_llama 8b: c=16"), (" ab\\\\cd ", "ab_cd"),
                                        ("..", "t-line1"), ("plain", "plain"),
-                                       ("rate 4\nc=16\tfinal", "rate 4_c=16_final"), ("\x1b[1mbold", "_[1mbold")])
+                                       ("rate 4\nc=16\tfinal", "rate 4_c=16_final"), ("\x1b[1mbold", "_[1mbold"),
+                                       ("a\u2028b\x85c\u2029", "a_b_c_"), ("x" * 300, "x" * 120),
+                                       ("é" * 100, "é" * 60)])
 def test_a_tag_with_a_separator_names_the_scenario_as_one_folder(tmp_path, capsys, monkeypatch, tag, name):
     """bench_serving's ``--tag`` is a free-form label; it names the built scenario (and its
     default file), which must be one folder name: a tag with ``/`` was refused as a bad
     ``name``, a key the line does not have; one with a newline or tab (``--tag "$(cat
     notes)"``) named files and results folders with control characters, printed over two
-    lines. Invariant: the scenario is written under a name that is one path component of
-    printable characters, and a changed tag is said."""
+    lines; Unicode line breaks (U+2028, NEL) passed; a 300-character tag was taken whole and the
+    run failed after simulating with "results/xxx...: File name too long". Invariant: the
+    scenario is written under a name that is one path component of printable characters, short
+    enough to name a results folder, and a changed tag is said."""
     monkeypatch.chdir(tmp_path)
     obj = json.loads((DATA / "bench" / "sglang-0.5.23.jsonl").read_text().splitlines()[0]) | {"tag": tag}
     (tmp_path / "t.jsonl").write_text(json.dumps(obj) + "\n")
