@@ -695,17 +695,21 @@ def _mooncake_workload(run: BenchRun, path: str | None, rounds: int | None, slow
         notes.append(f"requests: {sessions} rows x {rounds} rounds = {sessions * rounds}, the line {n} requests "
                      "(failed requests, or another --num-prompts?)")
     factor = float(slowdown) if slowdown is not None else 1.0
-    tr = load_trace(TraceConfig(path=str(path), layout="mooncake", sort=True), limit=sessions)
+    # the whole file by time, then the file's first `sessions` rows of it: bench_serving keeps
+    # the first rows as written and sorts those (the first N by time of a file written out of
+    # order are other rows)
+    tr = load_trace(TraceConfig(path=str(path), layout="mooncake", sort=True))
     if len(tr) < sessions:
         raise ConfigError("<command line>", "--dataset-path", path, f"{len(tr)} rows; the line's {n} requests need "
                           f"{sessions} rows of {rounds} round(s): another file, or give --mooncake-num-rounds/--num-prompts")
+    keep = np.sort(np.argsort(tr.lines, kind="stable")[:sessions])   # in time order
     if tr.hash_ids is None or tr.hash_offsets is None:
-        ids = [np.zeros(0, dtype=np.int64)] * len(tr)
+        ids = [np.zeros(0, dtype=np.int64)] * len(keep)
     else:
-        ids = [tr.hash_ids[tr.hash_offsets[i]:tr.hash_offsets[i + 1]] for i in range(len(tr))]
+        ids = [tr.hash_ids[tr.hash_offsets[i]:tr.hash_offsets[i + 1]] for i in keep]
     n_ids = np.repeat(np.array([len(x) for x in ids], dtype=float), rounds)
-    out = np.repeat(tr.output_len.astype(np.int64), rounds)
-    r = np.tile(np.arange(1, rounds + 1, dtype=float), len(tr))
+    out = np.repeat(tr.output_len[keep].astype(np.int64), rounds)
+    r = np.tile(np.arange(1, rounds + 1, dtype=float), len(keep))
     d = run.details
     if d is not None and len(d.input_lens) == len(r):
         total = float(np.sum(d.input_lens))
@@ -724,10 +728,10 @@ def _mooncake_workload(run: BenchRun, path: str | None, rounds: int | None, slow
     block = max(1, round(per_id))
     if ins is None:
         ins = np.maximum(1, np.round(r * n_ids * per_id + (r - 1) * out)).astype(np.int64)
-    t = np.repeat(tr.arrival_s, rounds) * factor
+    t = np.repeat(tr.arrival_s[keep] - tr.arrival_s[keep[0]], rounds) * factor
     table = pd.DataFrame({"timestamp": t, "input_length": ins, "output_length": out,
                           "hash_ids": [" ".join(map(str, x.tolist())) for x in ids for _ in range(rounds)]})
-    notes.append(f"mooncake trace {Path(path).name}: its first {len(tr)} rows by timestamp (bench_serving keeps the file's "
+    notes.append(f"mooncake trace {Path(path).name}: its first {len(keep)} rows sorted by timestamp (bench_serving keeps the file's "
                  f"first --num-prompts rows, then sorts them), sent at their timestamps x {factor:g} "
                  f"(--mooncake-slowdown-factor{'' if slowdown is not None else ', the default: the line does not say'}), "
                  f"{rounds} round(s) each at once (--mooncake-num-rounds{'' if rounds != 1 or sessions != n else ', the default'}); "

@@ -1254,3 +1254,25 @@ def test_an_out_holding_a_scenario_of_ones_own_is_not_replaced(tmp_path, monkeyp
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "my.yaml" in err[0] and "--out" in err[0], err
     assert mine.read_text() == "name: my\nprofile: h200-1b\n"
+
+
+def test_a_mooncake_line_replays_the_files_first_rows_sorted(tmp_path, capsys, monkeypatch):
+    """bench_serving (benchmark/datasets/mooncake.py) keeps the file's first --num-prompts rows
+    as written (``MooncakeDataset.load``), then sorts those by timestamp
+    (``get_mooncake_request_over_time``). A trace written out of order was rebuilt from the
+    first rows by time of the whole file: other requests, sent at other times."""
+    monkeypatch.chdir(tmp_path)
+    rows = [{"timestamp": 300, "input_length": 1024, "output_length": 6, "hash_ids": [1, 3]},
+            {"timestamp": 100, "input_length": 1024, "output_length": 5, "hash_ids": [1, 2]},
+            {"timestamp": 0, "input_length": 512, "output_length": 7, "hash_ids": [4]},
+            {"timestamp": 400, "input_length": 512, "output_length": 8, "hash_ids": [5]}]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _mooncake_line(tmp_path, completed=2, total_input_tokens=1000, total_output_tokens=11)
+    assert main(["scenario", "from-bench", "m.jsonl", "--profile", "h200-1b", "--dataset-path", "t.jsonl",
+                 "--out", "s.yaml"]) == 0
+    from specsched.sim.trace import load_trace
+
+    tr = load_trace(load_scenario("s.yaml").workload.trace, scenario_path="s.yaml")
+    assert tr.arrival_s.tolist() == pytest.approx([0.0, 0.2])
+    assert tr.output_len.tolist() == [5, 6]
+    assert "its first 2 rows sorted by timestamp" in capsys.readouterr().out
