@@ -1488,7 +1488,10 @@ def fit_runs(specs: list[str], arrivals: str = "auto", trace: dict[str, Any] | N
     (``trace``: :func:`analysis.bench_cli.agentic_args`, its ``dataset_path`` set) a file's
     ``mooncake`` lines are fitted too, each rebuilt from that trace (they were left out whatever
     the command line gave); two or more such lines get one ``warning:`` line, since the slowdown
-    factor and rounds given apply to all of them and no line writes its own.
+    factor and rounds given apply to all of them and no line writes its own. An
+    ``agentic-trace`` line without the trace is left out as a mooncake one is (it stopped the
+    fit of the whole file); mooncake and agentic-trace lines beside each other with one trace
+    given are refused (the one file was read as both).
     A file with no run left is still refused. A run read
     twice (equal arguments and figures: one file compressed two ways, a line named and its
     file given whole) is fitted once, with a ``warning:`` line.
@@ -1497,7 +1500,7 @@ def fit_runs(specs: list[str], arrivals: str = "auto", trace: dict[str, Any] | N
         ConfigError: as :func:`sim.bench_serving.read_bench`; a named run, or every run of a
             file, with ``completed`` 0.
     """
-    from specsched.analysis.from_bench import MOONCAKE_DATASET, replay_refusal
+    from specsched.analysis.from_bench import AGENTIC_DATASET, MOONCAKE_DATASET, replay_refusal
     from specsched.sim.bench_serving import read_bench, require_measured, split_spec, warn_notes
 
     traced = bool((trace or {}).get("dataset_path"))
@@ -1510,6 +1513,10 @@ def fit_runs(specs: list[str], arrivals: str = "auto", trace: dict[str, Any] | N
                 r.source, "dataset_name", MOONCAKE_DATASET, "a Mooncake trace replay, rebuilt from the trace it read, "
                 "which the line does not name: give it with --dataset-path TRACE.jsonl (and the run's "
                 "--mooncake-num-rounds / --mooncake-slowdown-factor where not the defaults) to fit this line")
+        if r.args.get("dataset_name") == AGENTIC_DATASET and not traced:   # as a mooncake line: left out
+            return ConfigError(r.source, "dataset_name", AGENTIC_DATASET, "an agentic-trace replay, rebuilt from "
+                               "the trace it read, which the line does not name: give it with --dataset-path "
+                               "TRACE.json to fit this line")
         return replay_refusal(r)
 
     out = []
@@ -1541,6 +1548,12 @@ def fit_runs(specs: list[str], arrivals: str = "auto", trace: dict[str, Any] | N
             seen[key] = r.source
             out.append(r)
     mooncake = [r.source for r in out if r.args.get("dataset_name") == MOONCAKE_DATASET]
+    agentic = [r.source for r in out if r.args.get("dataset_name") == AGENTIC_DATASET]
+    if mooncake and agentic:   # one --dataset-path cannot be both traces
+        raise ConfigError("<command line>", "--dataset-path", (trace or {}).get("dataset_path"),
+                          f"one trace for the mooncake line(s) {', '.join(mooncake)} and the agentic-trace line(s) "
+                          f"{', '.join(agentic)}, which read different files: fit each kind in its own call, naming "
+                          "its lines as FILE:LINE")
     if len(mooncake) > 1:
         t = trace or {}
         print(f"warning: {', '.join(mooncake)}: mooncake lines, each rebuilt from {t.get('dataset_path')} at "

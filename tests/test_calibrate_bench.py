@@ -1262,3 +1262,28 @@ def test_a_decode_fit_of_speculative_runs_on_that_profile_still_scales_the_verif
     assert main(["calibrate", "--from", str(f), "--profile", "mi355x-dsv41-flash-tp4", "--params", "decode",
                  "--seeds", "1", "--max-evals", "2", "--out", "o.yaml"]) == 0
     assert (tmp_path / "o.yaml").exists()
+
+
+def test_an_agentic_line_without_its_trace_is_left_out_and_one_trace_is_not_read_as_both(tmp_path, capsys):
+    """bench_serving appends every run to one --output-file, so a results file can hold rate,
+    mooncake and agentic-trace runs. Without --dataset-path the mooncake lines were left out
+    with a warning but an agentic-trace line stopped the fit of the whole file; with the
+    mooncake trace given, it was passed to the agentic line too, refused as a malformed agentic
+    trace ('only blanks may follow the top-level object'). Now the agentic line is left out as
+    the mooncake one is, and both kinds beside one trace are refused in one line naming
+    --dataset-path and the lines."""
+    from specsched.analysis.calibrate_bench import fit_runs
+
+    good = json.loads((ROOT / "tests" / "data" / "bench" / "sglang-0.4.6-eagle.jsonl").read_text())
+    lines = (ROOT / "tests" / "data" / "bench" / "sglang-0.5.23-datasets.jsonl").read_text().splitlines()
+    agentic, moon = json.loads(lines[0]), json.loads(lines[3])
+    assert (agentic["dataset_name"], moon["dataset_name"]) == ("agentic-trace", "mooncake")
+    f = tmp_path / "runs.jsonl"
+    f.write_text("\n".join(json.dumps(x) for x in (good, agentic, moon)) + "\n")
+    assert [r.source for r in fit_runs([str(f)])] == [f"{f}:1"]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and err[0].startswith(f"warning: {f}:2: left out: dataset_name = 'agentic-trace'"), err
+    trace = ROOT / "tests" / "data" / "traces" / "mooncake-conversation.jsonl"
+    with pytest.raises(ConfigError) as e:
+        fit_runs([str(f)], trace={"dataset_path": str(trace)})
+    assert e.value.key == "--dataset-path" and f"{f}:2" in str(e.value) and f"{f}:3" in str(e.value), str(e.value)
