@@ -55,7 +55,7 @@ class Slo:
         return math.isfinite(value) and _OPS[self.op](value, self.bound)
 
     def __str__(self) -> str:
-        return f"{self.metric}{self.op}{self.bound:g}"
+        return f"{self.metric}{self.op}{self.bound:.12g}"
 
 
 def parse_slo(text: str, known: Sequence[str], where: str = "<command line>", key: str = "--slo") -> Slo:
@@ -218,7 +218,7 @@ def slo_lines(summary: pd.DataFrame, slos: Sequence[Slo], x: str | None = None) 
                 va, vb = _value(summary, a, slo.metric), _value(summary, b, slo.metric)
                 c = crossing(xa, va, xb, vb, slo.bound)
                 where = f", crossed at ~{_fmt(c)} by linear interpolation" if math.isfinite(c) else ""
-                parts.append(f"{slo.metric} {_fmt(va)} -> {_fmt(vb)} (bound {slo.bound:g}{where})")
+                parts.append(f"{slo.metric} {_fmt(va)} -> {_fmt(vb)} (bound {slo.bound:.12g}{where})")
             lines.append(f"    {'missed' if verdict[a].met else 'met'} from {x}={_label(firsts.at[b, x])} "
                          f"after {_label(firsts.at[a, x])}: " + "; ".join(parts))
     if len(lines) == 1 and met and varying:   # no numeric axis to walk: the points by name

@@ -192,3 +192,12 @@ def test_an_objective_beside_results_directories_is_refused(tmp_path, capsys):
     with pytest.raises(ConfigError) as e:
         parse_slos(["P90_TTFT_MS<=5"])
     assert "p90_ttft_ms" in str(e.value)
+
+
+def test_a_bound_is_printed_as_given():
+    """'%g' keeps six digits: p99_e2e_latency_ms<=1234567 was printed as <=1.23457e+06 and
+    output_throughput>=12345.5 as >=12345.5 but 123456.7 as >=123457, a bound not given."""
+    assert str(parse_slo("output_throughput>=123456.7", KNOWN)) == "output_throughput>=123456.7"
+    assert str(parse_slo("p90_ttft_ms<=1234567", KNOWN)) == "p90_ttft_ms<=1234567"
+    lines = slo_lines(_walk([(100.0, 100.0), (1234600.0, 200.0), (1.0, 300.0)]), [Slo("p90_ttft_ms", "<=", 1234567.0)])
+    assert any("(bound 1234567, crossed at" in ln for ln in lines), lines
