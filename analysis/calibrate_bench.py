@@ -1471,7 +1471,8 @@ def default_fit_metrics(runs: Sequence[Any]) -> list[str]:
     return list(FIT_METRICS)
 
 
-def fit_runs(specs: list[str], arrivals: str = "auto", trace: dict[str, Any] | None = None) -> list[Any]:
+def fit_runs(specs: list[str], arrivals: str = "auto", trace: dict[str, Any] | None = None,
+             template: str | None = None) -> list[Any]:
     """The runs ``calibrate --from`` fits, read from ``FILE[:LINE]`` specs.
 
     A run named by its line must have been measured (:func:`sim.bench_serving.require_measured`).
@@ -1491,7 +1492,9 @@ def fit_runs(specs: list[str], arrivals: str = "auto", trace: dict[str, Any] | N
     factor and rounds given apply to all of them and no line writes its own. An
     ``agentic-trace`` line without the trace is left out as a mooncake one is (it stopped the
     fit of the whole file); mooncake and agentic-trace lines beside each other with one trace
-    given are refused (the one file was read as both).
+    given are refused (the one file was read as both). Without ``template``, a speculative
+    line whose accept length is null (:func:`analysis.from_bench.null_accept_length`: SGLang
+    writes null until its first decode log line) is left out too (it stopped the whole fit).
     A file with no run left is still refused. A run read
     twice (equal arguments and figures: one file compressed two ways, a line named and its
     file given whole) is fitted once, with a ``warning:`` line.
@@ -1500,12 +1503,21 @@ def fit_runs(specs: list[str], arrivals: str = "auto", trace: dict[str, Any] | N
         ConfigError: as :func:`sim.bench_serving.read_bench`; a named run, or every run of a
             file, with ``completed`` 0.
     """
-    from specsched.analysis.from_bench import AGENTIC_DATASET, MOONCAKE_DATASET, replay_refusal
+    from specsched.analysis.from_bench import (
+        AGENTIC_DATASET,
+        MOONCAKE_DATASET,
+        null_accept_length,
+        replay_refusal,
+    )
     from specsched.sim.bench_serving import read_bench, require_measured, split_spec, warn_notes
 
     traced = bool((trace or {}).get("dataset_path"))
 
     def refusal(r: Any) -> Any:
+        if template is None:   # a speculative line with a null accept length: nothing to verify at
+            why = null_accept_length(r, "--scenario-template")
+            if why is not None:
+                return why
         if replays(r, arrivals):
             return None
         if r.args.get("dataset_name") == MOONCAKE_DATASET:   # rebuilt from the trace given (scenario_from_bench)
@@ -1615,7 +1627,7 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
     if not params:   # "$PARAMS" unset: a fit of no factor ended in a numpy traceback after its first evaluation
         raise ConfigError("<command line>", "--params", args.params, "expected a comma-separated list of prefill, "
                           "decode, host, idle_lead or dotted profile keys")
-    runs = fit_runs(args.from_files, args.arrivals, agentic_args(args))
+    runs = fit_runs(args.from_files, args.arrivals, agentic_args(args), template=args.scenario_template)
     from specsched.analysis.bench_cli import refuse_out_over_inputs
     from specsched.sim.bench_serving import split_spec
     from specsched.sim.profile import resolve_profile_path

@@ -1565,6 +1565,20 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     return sc, tables
 
 
+def null_accept_length(run: BenchRun, state_with: str = "--template") -> ConfigError | None:
+    """The refusal :func:`scenario_from_bench` raises without a template for ``run`` when its
+    server decoded speculatively (its server_info names a modelled drafter) and the line states
+    no accept length (:func:`_no_accept_length`), else None: a fit of a whole file leaves such a
+    line out instead (the first short run after a launch writes null; the file's later lines
+    carry one)."""
+    if _accept_length(run) is not None:
+        return None
+    server = _server(run, [], state_with)
+    if not SpecAlgorithm(server.get("speculative_algorithm", "none")).enabled:
+        return None
+    return _no_accept_length(run, server, state_with)
+
+
 def _no_accept_length(run: BenchRun, server: dict[str, Any], state_with: str) -> ConfigError:
     """The refusal of a line whose server decoded speculatively (its server_info names the
     drafter) while its ``accept_length`` is null: SGLang 0.5.23 bench_serving writes /server_info's

@@ -1287,3 +1287,25 @@ def test_an_agentic_line_without_its_trace_is_left_out_and_one_trace_is_not_read
     with pytest.raises(ConfigError) as e:
         fit_runs([str(f)], trace={"dataset_path": str(trace)})
     assert e.value.key == "--dataset-path" and f"{f}:2" in str(e.value) and f"{f}:3" in str(e.value), str(e.value)
+
+
+def test_a_speculative_line_with_a_null_accept_length_is_left_out_of_a_files_fit(tmp_path, capsys):
+    """bench_serving appends each run to its --output-file, and SGLang writes accept_length null
+    until the scheduler's first decode log line since launch (internal_state.py
+    ``_average_accept_length``): the first short run of a sweep has none, the later ones have
+    theirs. That one line stopped the fit of the whole file; it is now left out with a warning
+    naming accept_length, as a replay no line can rebuild is. Named alone (FILE:LINE), or as the
+    file's only run, it is still refused; with --scenario-template it is fitted."""
+    from specsched.analysis.calibrate_bench import fit_runs
+
+    obj = json.loads((ROOT / "tests" / "data" / "bench" / "sglang-0.5.23-full-server-info.jsonl").read_text().splitlines()[0])
+    null = json.loads(json.dumps(obj)) | {"accept_length": None}
+    null["server_info"]["internal_states"][0].pop("avg_spec_accept_length", None)
+    f = tmp_path / "runs.jsonl"
+    f.write_text(json.dumps(null) + "\n" + json.dumps(obj | {"request_rate": 8.0}) + "\n")
+    assert [r.source for r in fit_runs([str(f)])] == [f"{f}:2"]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"warning: {f}:1: left out: accept_length = None"), err
+    assert "--scenario-template" in err[0]
+    assert [r.source for r in fit_runs([str(f)], template="t.yaml")] == [f"{f}:1", f"{f}:2"]
+    assert [r.source for r in fit_runs([f"{f}:1"])] == [f"{f}:1"]   # refused when its scenario is built
