@@ -243,10 +243,20 @@ def slo_lines(summary: pd.DataFrame, slos: Sequence[Slo], x: str | None = None) 
 
 def draw_bounds(axes_by_metric: dict[str, Any], slos: Sequence[Slo]) -> None:
     """Draw each objective's bound as a dashed red line on its metric's panel of a sweep
-    plot, labelled with the objective (a panel that is not drawn is skipped)."""
+    plot, labelled with the objective (a panel that is not drawn is skipped). A panel's legend
+    names its objectives only, unless it already holds the plot's legend of lines (the first
+    panel): the lines' labels (one per arm, long names included) were repeated on every
+    panel with a bound, over the lines."""
+    bounds: dict[int, list[Any]] = {}
+    had: dict[int, bool] = {}   # a panel's legend of lines, before any bound
     for slo in slos:
         ax = axes_by_metric.get(slo.metric)
         if ax is None:
             continue
-        ax.axhline(slo.bound, color="tab:red", ls="--", lw=1.2, label=f"SLO {slo}")
-        ax.legend(fontsize=8)
+        had.setdefault(id(ax), ax.get_legend() is not None)
+        line = ax.axhline(slo.bound, color="tab:red", ls="--", lw=1.2, label=f"SLO {slo}")
+        bounds.setdefault(id(ax), []).append(line)
+        if had[id(ax)]:
+            ax.legend(fontsize=8)
+        else:
+            ax.legend(handles=bounds[id(ax)], fontsize=8)

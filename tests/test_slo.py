@@ -201,3 +201,17 @@ def test_a_bound_is_printed_as_given():
     assert str(parse_slo("p90_ttft_ms<=1234567", KNOWN)) == "p90_ttft_ms<=1234567"
     lines = slo_lines(_walk([(100.0, 100.0), (1234600.0, 200.0), (1.0, 300.0)]), [Slo("p90_ttft_ms", "<=", 1234567.0)])
     assert any("(bound 1234567, crossed at" in ln for ln in lines), lines
+
+
+def test_a_bound_panels_legend_names_its_objectives_not_every_line():
+    """The arms' labels were repeated in the legend of every panel with a bound (a long arm
+    name then covered the panel's lines); the first panel keeps the plot's legend of lines."""
+    from specsched.analysis.sweep_summary import plot_sweep
+
+    fig = plot_sweep(RATE_SWEEP, slos=[Slo("p90_ttft_ms", "<=", 2000.0), Slo("p90_ttft_ms", "<=", 1000.0),
+                                       Slo("output_throughput", ">=", 800.0)])
+    legends = {ax.get_title(): [t.get_text() for t in ax.get_legend().texts] for ax in fig.axes if ax.get_legend()}
+    ttft = next(v for k, v in legends.items() if "TTFT" in k)   # the first panel
+    assert ttft == ["arm=base", "arm=fix", "SLO p90_ttft_ms<=2000", "SLO p90_ttft_ms<=1000"], legends
+    tput = next(v for k, v in legends.items() if "throughput" in k.lower())
+    assert tput == ["SLO output_throughput>=800"], legends
