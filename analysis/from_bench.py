@@ -628,6 +628,11 @@ def _agentic_workload(run: BenchRun, path: str | None, offset: int | None, max_t
     return w, notes
 
 
+MOONCAKE_OUTPUT_LEN = 256
+"""The output length bench_serving asks of a Mooncake row without ``output_length`` (SGLang
+0.5.23 benchmark/datasets/mooncake.py ``get_mooncake_request_over_time``)."""
+
+
 def _mooncake_workload(run: BenchRun, path: str | None, rounds: int | None, slowdown: float | None,
                        sessions: int | None) -> tuple[dict[str, Any], list[str], pd.DataFrame]:
     """The requests a bench_serving ``mooncake`` line sent, rebuilt from the Mooncake trace it
@@ -698,7 +703,7 @@ def _mooncake_workload(run: BenchRun, path: str | None, rounds: int | None, slow
     # the whole file by time, then the file's first `sessions` rows of it: bench_serving keeps
     # the first rows as written and sorts those (the first N by time of a file written out of
     # order are other rows)
-    tr = load_trace(TraceConfig(path=str(path), layout="mooncake", sort=True))
+    tr = load_trace(TraceConfig(path=str(path), layout="mooncake", sort=True), output_default=MOONCAKE_OUTPUT_LEN)
     if len(tr) < sessions:
         raise ConfigError("<command line>", "--dataset-path", path, f"{len(tr)} rows; the line's {n} requests need "
                           f"{sessions} rows of {rounds} round(s): another file, or give --mooncake-num-rounds/--num-prompts")

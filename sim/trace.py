@@ -559,7 +559,7 @@ def _list_hint(line: str, p: Path) -> str:
 
 
 def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None, chk: _Checker,
-                hashes: tuple[str | None, bool, int]) -> None:
+                hashes: tuple[str | None, bool, int], output_default: int | None = None) -> None:
     hcol, required, block_size = hashes
     block: list[tuple[object, object, object, int]] = []
 
@@ -589,6 +589,8 @@ def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | Non
             if not isinstance(row, dict):
                 raise ConfigError(f"{p}:{lineno}", "<line>", line.strip()[:60],
                                   f"each line must be a JSON object{_list_hint(line, p)}")
+            if output_default is not None and cols[2] not in row:
+                row[cols[2]] = output_default
             for c in (*cols, *([hcol] if hcol and required else [])):
                 if c not in row:
                     raise ConfigError(f"{p}:{lineno}", c, "<missing>",
@@ -672,7 +674,8 @@ def read_columns(cfg: TraceConfig, scenario_path: str | Path | None = None) -> A
     return (cfg.model_copy(update={"layout": layout}) if layout else cfg).resolved()[0]
 
 
-def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | Path | None = None) -> Trace:
+def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | Path | None = None,
+               output_default: int | None = None) -> Trace:
     """Read a trace once, streaming, up to ``limit`` rows (the same file, unchanged, with the
     same trace block and limit is not read again: :data:`_LAST`; the arrays are read-only).
 
@@ -680,6 +683,9 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
         cfg: the scenario's trace block.
         limit: at most this many requests (None: all rows).
         scenario_path: the scenario file (a relative trace path is looked up beside it).
+        output_default: the output length of a JSONL row without one (bench_serving's mooncake
+            reader asks 256 then: ``record.get("output_length", 256)``); None: such a row is
+            refused.
 
     Returns:
         A :class:`Trace` (arrivals scaled by ``cfg.time_scale``; an output length of 0 is
@@ -701,7 +707,7 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
                           "trace file does not exist (looked for it as given" + (", beside the scenario"
                           if scenario_path and not p.is_absolute() else "") + " and among the shipped examples)")
     fk = file_key(p)
-    key = (*fk, cfg.model_dump_json(), limit)
+    key = (*fk, cfg.model_dump_json(), limit, output_default)
     if key in _LAST:
         return _LAST[key]
     layout = detected_layout(cfg, p, _format(cfg, p))
@@ -711,7 +717,8 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
         # arrivals) and its hash_ids unread, after a warning
         _warn(key, f"note: {p}: its columns are the {layout} layout's: read as workload.trace.layout: {layout} "
               "(state the layout, or columns and time_unit, to read it otherwise)")
-        return load_trace(cfg.model_copy(update={"layout": layout}), limit, scenario_path)   # cached under its own key
+        return load_trace(cfg.model_copy(update={"layout": layout}), limit, scenario_path,   # cached under its own key
+                          output_default)
     keep = fk[1] != "stream" and fk[1] >= KEEP_MIN_BYTES   # a stream's bytes are kept already
     columns, unit = cfg.resolved()
     cols = (columns.timestamp, columns.input_len, columns.output_len)
@@ -723,7 +730,7 @@ def load_trace(cfg: TraceConfig, limit: int | None = None, scenario_path: str | 
         if _format(cfg, p) == "csv":
             _read_csv(p, cols, unit, read_limit, chk, hashes)
         else:
-            _read_jsonl(p, cols, unit, read_limit, chk, hashes)
+            _read_jsonl(p, cols, unit, read_limit, chk, hashes, output_default)
     except UnicodeDecodeError:
         raise ConfigError(str(p), "<file>", p.name, "not a text file (a trace is CSV or JSONL)") from None
     except READ_ERRORS as e:

@@ -1276,3 +1276,21 @@ def test_a_mooncake_line_replays_the_files_first_rows_sorted(tmp_path, capsys, m
     assert tr.arrival_s.tolist() == pytest.approx([0.0, 0.2])
     assert tr.output_len.tolist() == [5, 6]
     assert "its first 2 rows sorted by timestamp" in capsys.readouterr().out
+
+
+def test_a_mooncake_row_without_an_output_length_asks_256_as_bench_serving_does(tmp_path, capsys, monkeypatch):
+    """bench_serving asks ``record.get("output_length", 256)`` of a Mooncake row
+    (benchmark/datasets/mooncake.py ``get_mooncake_request_over_time``), as the docstring of
+    the rebuild said; such a row was refused with advice to name columns under
+    workload.trace.columns, which from-bench gives no way to do."""
+    monkeypatch.chdir(tmp_path)
+    rows = [{"timestamp": 0, "input_length": 1024, "output_length": 6, "hash_ids": [1, 3]},
+            {"timestamp": 100, "input_length": 1024, "hash_ids": [1, 2]}]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _mooncake_line(tmp_path, completed=2, total_input_tokens=1000, total_output_tokens=262)
+    assert main(["scenario", "from-bench", "m.jsonl", "--profile", "h200-1b", "--dataset-path", "t.jsonl",
+                 "--out", "s.yaml"]) == 0
+    from specsched.sim.trace import load_trace
+
+    tr = load_trace(load_scenario("s.yaml").workload.trace, scenario_path="s.yaml")
+    assert tr.output_len.tolist() == [6, 256]
