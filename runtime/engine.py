@@ -183,8 +183,8 @@ class LoopHost:
         rids, n, fin = delivery_arrays(op.deliveries)
         now = self._now()
         self.rec.deliver(now, rids, n, fin)
-        for _ in range(int(fin.sum())):
-            self.clients.finished(now)
+        for rid in rids[fin].tolist():   # a conversation's turn releases its next one (sim.workload.Clients)
+            self.clients.finished(now, rid)
             if self._bar is not None:
                 self._bar.update(1)
             self.remaining -= 1
@@ -203,7 +203,7 @@ class LoopHost:
                 if s.tokenizer_reject:
                     # the tokenizer's rejection never reaches the scheduler (sim/served.py
                     # is_tokenizer_rejection): its error returns at once, its slot frees
-                    self.clients.finished(sent)
+                    self.clients.finished(sent, i)
                     self.remaining -= 1
                     rejected += 1
                     if self._bar is not None:
@@ -261,8 +261,7 @@ the KV pool holds less."""
 def check_runnable(scenario: Scenario) -> None:
     """Refuse, in one line and before any model is built, a scenario whose features the
     runtime does not run (docs/runtime.md "Simulated only"): prefill-decode disaggregation,
-    DP attention over more than one rank (one device runs one rank), a multi-turn
-    workload (the runtime's clients send single requests), and a
+    DP attention over more than one rank (one device runs one rank), and a
     request that can never fit the KV pool (:func:`sim.limits.check_pool`) or is longer than
     the server's context length (:func:`sim.limits.check_context`: ``server.context_length``,
     else the scenario's profile's ``hardware.context_len``), both what ``specsched run``
@@ -282,12 +281,6 @@ def check_runnable(scenario: Scenario) -> None:
         raise ConfigError(file, "server.dp_size", srv.dp_size,
                           "DP attention over more than one rank is simulated only: the runtime runs one rank on one "
                           "device; measure with dp_size: 1, or predict with specsched run")
-    if scenario.workload.kind == "multi_turn":
-        # the clients' own check (sim.workload.Clients), made here before the model and its
-        # warm-up, and before the radix-cache refusal, whose advice would not help
-        raise ConfigError(file, "workload.kind", "multi_turn",
-                          "the runtime's clients send single requests (multi_turn is simulated only); "
-                          "allowed here: burst, closed_loop, poisson, trace; or predict with specsched run")
     check_pool(scenario)
     check_context(scenario)   # a request past the server's context length, as `specsched run` refuses it
     need = 1 + 4 * srv.spec_window   # a 1-token warm-up prompt and its verify windows (_warm_requests)
@@ -299,8 +292,8 @@ def check_runnable(scenario: Scenario) -> None:
 
 def check_prefix_sharing(scenario: Scenario, specs: list) -> None:
     """Refuse, in one line, prompts that share prefixes (``specs`` with token ids: a
-    ``workload.shared_prefix``, a trace with block ids) with the radix cache on and a KV page
-    size above 1.
+    ``workload.shared_prefix``, a trace with block ids, a ``multi_turn`` conversation whose
+    turns resend their history) with the radix cache on and a KV page size above 1.
 
     The runtime shares a cached prefix's KV between request rows token by token
     (:mod:`runtime.radix_slots`, its pool's page size is 1); with pages the scheduler's

@@ -19,7 +19,7 @@ import math
 import numpy as np
 import simpy
 from specsched.sim.request import Req
-from specsched.sim.workload import RequestSpec, arrival_times, scheduler_request
+from specsched.sim.workload import Conversations, RequestSpec, arrival_times, scheduler_request
 
 
 class Clients:
@@ -191,25 +191,16 @@ class Clients:
             for _ in range(min(w.concurrency, len(queue))):
                 self.env.process(self._closed_loop(queue))
         elif w.kind == "multi_turn":
-            from specsched.sim.prefix_workload import think_times
-
-            convs: list[tuple[int, list[RequestSpec]]] = []
-            for spec in self.specs:   # a conversation starts at each turn 0 (their own turn counts)
-                if spec.turn == 0:
-                    convs.append((len(convs), []))
-                convs[-1][1].append(spec)
-            most = max((len(c) for _, c in convs), default=1)
-            pauses = think_times(w.multi_turn, self.seed, (len(convs), most - 1))
-            if w.request_rate is not None:
-                from specsched.sim.workload import poisson_arrivals
-
-                times = (poisson_arrivals(len(convs), w.request_rate, self.seed) if math.isfinite(w.request_rate)
-                         else np.zeros(len(convs)))
-                slots = simpy.Resource(self.env, w.concurrency) if w.concurrency else None
-                self.env.process(self._conversation_starts(convs, pauses, times, slots))
+            # which turns form a conversation, their think times and the conversations' start
+            # times: sim.workload.Conversations, which the runtime's clients read too
+            conv = Conversations.of(w, self.specs, self.seed)
+            convs = list(enumerate(conv.turns))
+            if conv.starts is not None:
+                slots = simpy.Resource(self.env, conv.slots) if conv.slots else None
+                self.env.process(self._conversation_starts(convs, conv.pauses, conv.starts, slots))
                 return
-            for _ in range(min(w.concurrency, len(convs))):
-                self.env.process(self._conversations(convs, pauses))
+            for _ in range(min(conv.slots, len(convs))):
+                self.env.process(self._conversations(convs, conv.pauses))
         else:
             times = arrival_times(w, self.specs, self.seed)
             # the offered arrivals' span: with max_concurrency a send waits for a slot, so the

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.random  # noqa: F401  (imported with the module, not on a run's first draw)
 from specsched.sim import seed_streams
 from specsched.sim.bundled import scenario_data_path
-from specsched.sim.config import LengthDist, Scenario, WorkloadConfig, scenario_file
+from specsched.sim.config import LengthDist, Scenario, WorkloadConfig
 from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.input_files import is_input_file, read_input
 from specsched.sim.request import Req
@@ -335,11 +335,67 @@ def arrival_times(cfg: WorkloadConfig, specs: list[RequestSpec], seed: int) -> n
     return t
 
 
+@dataclass(frozen=True)
+class Conversations:
+    """A multi_turn workload's conversations as its clients send them, for both engines'
+    clients (the simulator's SimPy processes, sim/engine_clients.py, and :class:`Clients`
+    for a caller that owns the clock): one owner of which turns form a conversation, the
+    think times between them and when conversations start.
+
+    bench_serving's multi-turn client (SGLang 0.5.23 benchmark/serving.py
+    ``wrap_multi_turn_request_func``, inside ``limited_request_func``'s semaphore) sends a
+    conversation's rounds one after another, each when the previous one's reply is complete;
+    a conversation holds its concurrency slot from its first send to its last reply. The
+    think time before a later turn is this project's (bench_serving sends at once: 0).
+
+    Attributes:
+        turns: conversation c's requests in turn order (``turns[c][t]``), conversation-major
+            as :func:`make_requests` sends them (a conversation starts at each turn 0).
+        pauses: float (conversations, most turns - 1): the pause (s) before turn t >= 1 of
+            conversation c is ``pauses[c, t - 1]`` (:func:`sim.prefix_workload.think_times`).
+        starts: with ``workload.request_rate``, each conversation's start time (s; all 0 for
+            an infinite rate: bench_serving's ``get_request``), each then waiting for a slot;
+            None: ``concurrency`` clients each take the next conversation when their last
+            one ends.
+        slots: conversations in flight at most (None: no cap, with a request rate only).
+    """
+
+    turns: list[list[RequestSpec]]
+    pauses: np.ndarray
+    starts: np.ndarray | None
+    slots: int | None
+
+    @classmethod
+    def of(cls, w: WorkloadConfig, specs: list[RequestSpec], seed: int) -> Conversations:
+        from specsched.sim.prefix_workload import think_times
+
+        turns: list[list[RequestSpec]] = []
+        for spec in specs:   # a conversation starts at each turn 0 (their own turn counts)
+            if spec.turn == 0:
+                turns.append([])
+            turns[-1].append(spec)
+        most = max((len(c) for c in turns), default=1)
+        pauses = think_times(w.multi_turn, seed, (len(turns), most - 1))
+        if w.request_rate is None:
+            return cls(turns, pauses, None, w.concurrency)
+        starts = (poisson_arrivals(len(turns), w.request_rate, seed) if math.isfinite(w.request_rate)
+                  else np.zeros(len(turns)))
+        return cls(turns, pauses, starts, w.concurrency or None)
+
+    def pause(self, c: int, t: int) -> float:
+        """Seconds conversation ``c``'s client thinks before sending turn ``t`` >= 1."""
+        return float(self.pauses[c, t - 1])
+
+
 class Clients:
     """bench_serving's clients (bench_serving.py: get_request and the max_concurrency
     semaphore) for a caller that owns the clock: burst (all sent at 0), closed loop (C in
     flight, a finished request replaced at once), Poisson with max_concurrency (a request is
-    sent when it has arrived and a slot is free; its timer starts then).
+    sent when it has arrived and a slot is free; its timer starts then), and multi-turn
+    conversations (:class:`Conversations`: a conversation takes a slot when it starts and a
+    slot is free, sends turn 0 then, and each later turn when the previous turn finished plus
+    its think time; its slot frees when its last turn finishes), as the simulator's client
+    processes send them (sim/engine_clients.py ``_conversations``).
 
     A request's send time is bench_serving's: its arrival time, or when a concurrency slot
     freed (the finishing request's last delivery) if later, not when the caller's loop
@@ -355,14 +411,14 @@ class Clients:
 
     def __init__(self, scenario: Scenario, specs: list[RequestSpec], seed: int) -> None:
         w = scenario.workload
-        if w.kind == "multi_turn":
-            raise ConfigError(scenario_file(scenario, scenario.name), "workload.kind", w.kind,
-                              "the runtime's clients send single requests (multi_turn is simulated only); "
-                              "allowed here: burst, closed_loop, poisson, trace")
         self.kind = w.kind
         self.pending: list[tuple[float, int]] = []  # (arrival time, index) not yet sent
         self.queue: list[tuple[float, int]] = []  # arrived (time, index), waiting for a slot
         self.slots = None
+        self.conversations: Conversations | None = None
+        if w.kind == "multi_turn":
+            self._start_conversations(Conversations.of(w, specs, seed))
+            return
         if w.kind == "burst":
             self.pending = [(0.0, s.index) for s in specs]
         elif w.kind == "closed_loop":
@@ -377,13 +433,55 @@ class Clients:
         # times the free concurrency slots freed, oldest first (all free at 0)
         self._free_at: deque[float] | None = deque([0.0] * self.slots) if self.slots else None
 
+    def _start_conversations(self, conv: Conversations) -> None:
+        """Multi-turn state: ``pending`` holds (start time, conversation) not yet started,
+        ``queue`` the started ones waiting for a slot (in start order: the semaphore's FIFO),
+        ``_turns_due`` (send time, order, request index) of turns released and not yet sent
+        (ties in the order they were released), ``_active`` the conversations holding a slot."""
+        self.conversations = conv
+        self._turn_of = {s.index: (c, t) for c, turns in enumerate(conv.turns) for t, s in enumerate(turns)}
+        self._turns_due: list[tuple[float, int, int]] = []
+        self._released = 0
+        self._active = 0
+        self.in_flight = 0
+        self.slots = conv.slots
+        if conv.starts is None:
+            self.queue = [(0.0, c) for c in range(len(conv.turns))]
+        else:
+            self.pending = [(float(t), c) for c, t in enumerate(conv.starts.tolist())]
+        self._free_at = deque([0.0] * self.slots) if self.slots else None
+
+    def _release(self, at: float, index: int) -> None:
+        heapq.heappush(self._turns_due, (at, self._released, index))
+        self._released += 1
+
+    def _due_turns(self, now: float) -> list[tuple[int, float]]:
+        conv = self.conversations
+        while self.pending and self.pending[0][0] <= now:
+            self.queue.append(self.pending.pop(0))
+        while self.queue and (self.slots is None or self._active < self.slots):
+            t, c = self.queue.pop(0)
+            if self._free_at is not None:
+                t = max(t, self._free_at.popleft())
+            self._active += 1
+            self._release(t, conv.turns[c][0].index)
+        out = []
+        while self._turns_due and self._turns_due[0][0] <= now:
+            t, _, i = heapq.heappop(self._turns_due)
+            out.append((i, t))
+            self.in_flight += 1
+        return out
+
     def due(self, now: float) -> list[int]:
         """Indices of requests sent at or before ``now``."""
         return [i for i, _ in self.due_timed(now)]
 
     def due_timed(self, now: float) -> list[tuple[int, float]]:
         """(index, send time) of requests sent at or before ``now``: each one's arrival, or
-        the time the slot it takes freed if later (both <= ``now``)."""
+        the time the slot it takes freed if later (both <= ``now``); a conversation's later
+        turn, its previous turn's finish plus the think time."""
+        if self.conversations is not None:
+            return self._due_turns(now)
         while self.pending and self.pending[0][0] <= now:
             self.queue.append(heapq.heappop(self.pending))
         out = []
@@ -395,14 +493,32 @@ class Clients:
             self.in_flight += 1
         return out
 
-    def finished(self, at: float = 0.0) -> None:
-        """A request completed at time ``at`` (its last delivery): its concurrency slot frees."""
+    def finished(self, at: float = 0.0, index: int | None = None) -> None:
+        """Request ``index`` completed at time ``at`` (its last delivery): its concurrency slot
+        frees; a conversation's turn instead releases the next turn (sent at ``at`` plus the
+        think time), and its last turn frees the conversation's slot. A multi-turn workload
+        needs ``index``; the others ignore it."""
         self.in_flight -= 1
+        conv = self.conversations
+        if conv is not None:
+            if index is None:
+                raise ValueError("a multi-turn client needs the finished request's index")
+            c, t = self._turn_of[index]
+            if t + 1 < len(conv.turns[c]):
+                self._release(at + conv.pause(c, t + 1), conv.turns[c][t + 1].index)
+                return
+            self._active -= 1
         if self._free_at is not None:
             self._free_at.append(at)
 
     def next_time(self) -> float | None:
         """When the next request will be sent if nothing finishes first (None: never)."""
+        if self.conversations is not None:
+            free = self.slots is None or self._active < self.slots
+            times = [self._turns_due[0][0]] if self._turns_due else []
+            if free and (self.queue or self.pending):
+                times.append(0.0 if self.queue else self.pending[0][0])
+            return min(times) if times else None
         if self.queue and (self.slots is None or self.in_flight < self.slots):
             return 0.0
         if self.pending and (self.slots is None or self.in_flight < self.slots):
@@ -423,8 +539,8 @@ def replay_send_times(scenario: Scenario, finish_s: dict[int, float]) -> dict[in
     """
     clients = Clients(scenario, make_requests(scenario.workload, scenario.seed, scenario.path or None), scenario.seed)
     out = dict(clients.due_timed(0.0))
-    for t in sorted(finish_s.values()):
-        clients.finished(t)
+    for i, t in sorted(finish_s.items(), key=lambda kv: kv[1]):
+        clients.finished(t, i)
         out.update(clients.due_timed(t))
     out.update(clients.due_timed(float("inf")))
     return out

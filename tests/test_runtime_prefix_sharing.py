@@ -2,7 +2,7 @@
 KV between request rows (runtime/radix_slots.py), so such a scenario measures and reports
 the cache hit rate; with a KV page size above 1, which its token-by-token sharing does not
 model, it is refused up front in one line, exit 2, nothing written. Multi-turn workloads
-stay refused before any model is built."""
+measure too (their turns share their history), refused likewise with KV pages above 1."""
 
 from __future__ import annotations
 
@@ -72,11 +72,26 @@ def _multi_turn(tmp_path) -> str:
 
 
 @pytest.mark.parametrize("radix_off", [False, True])
-def test_multi_turn_is_refused_before_any_model_is_built(tmp_path, capsys, monkeypatch, radix_off):
-    """The runtime's clients send single requests. A multi-turn workload was refused only
-    once the model was built and warmed up (47 s for the 1b preset on a CPU, graph capture on
-    a GPU), and with the radix cache on the first refusal said to measure it with
-    server.disable_radix_cache: true, which then failed the same way."""
+def test_multi_turn_measures(tmp_path, capsys, monkeypatch, radix_off):
+    """Was refused in one line ('the runtime's clients send single requests'): the runtime's
+    clients now release a conversation's next turn when its previous turn finishes
+    (sim.workload.Clients), and with the radix cache on a later turn reads its history's KV
+    from the tree."""
+    monkeypatch.chdir(tmp_path)
+    s = _multi_turn(tmp_path)
+    args = ["measure", s, "--preset", "tiny", "--device", "cpu", "--out", "out", "--quiet"]
+    if radix_off:
+        args += ["--set", "server.disable_radix_cache=true"]
+    assert main(args) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["completed"] == 4
+    assert (summary.get("cache_hit_rate") or 0) > 0 if not radix_off else "cache_hit_rate" not in summary
+
+
+def test_multi_turn_with_kv_pages_is_refused_before_any_model_is_built(tmp_path, capsys, monkeypatch):
+    """A conversation's turns share their history, so with the radix cache on and a KV page
+    size above 1 a multi-turn workload is refused as shared prefixes are, in one line and
+    before the model (47 s for the 1b preset on a CPU, graph capture on a GPU) is built."""
     from specsched.runtime import engine
 
     def no_model(*a, **k):
@@ -86,11 +101,9 @@ def test_multi_turn_is_refused_before_any_model_is_built(tmp_path, capsys, monke
     monkeypatch.chdir(tmp_path)
     s = _multi_turn(tmp_path)
     before = set(tmp_path.iterdir())
-    args = ["measure", s, "--preset", "tiny", "--device", "cpu", "--out", "out"]
-    if radix_off:
-        args += ["--set", "server.disable_radix_cache=true"]
-    assert main(args) == 2
+    assert main(["measure", s, "--preset", "tiny", "--device", "cpu", "--set", "server.page_size=16",
+                 "--out", "out"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"specsched: error: {s}"), err
-    assert "workload.kind = 'multi_turn'" in err[0] and "disable_radix_cache" not in err[0], err
+    assert len(err) == 1 and err[0].startswith(f"specsched: error: {s}: server.page_size = 16"), err
+    assert "server.disable_radix_cache: true" in err[0]
     assert set(tmp_path.iterdir()) == before
