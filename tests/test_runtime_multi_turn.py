@@ -22,7 +22,7 @@ from specsched.sim.engine import SimEngine  # noqa: E402
 from specsched.sim.workload import Clients, make_requests  # noqa: E402
 
 from tests.conftest import tiny_profile  # noqa: E402
-from tests.test_runtime_radix import PLAN_COLS, SPEC, _check_pool, _checked, _plans  # noqa: E402
+from tests.test_runtime_radix import PLAN_COLS, SPEC, _check_pool, _checked, _evictions, _plans  # noqa: E402
 
 SERVER = {"max_running_requests": 3, "chunked_prefill_size": 64, "max_prefill_tokens": 96,
           "max_total_num_tokens": 5000}
@@ -44,14 +44,16 @@ def _scenario(server=None, workload=None, spec="dspark") -> Scenario:
 def _both(monkeypatch, server=None, workload=None, spec="dspark"):
     sc = _scenario(server, workload, spec)
     plans = _plans(monkeypatch)
+    evictions = _evictions(monkeypatch)
     eng = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False)
     radix = eng.sched.cache is not None
     if radix:
         held = _checked(monkeypatch, eng)
     measured = eng.run()
-    n_measured = len(plans)
+    n_measured, ev_measured = len(plans), list(evictions)
     simulated = SimEngine(sc, tiny_profile(ingest_per_request_s=0.0)).run()
     assert n_measured and plans[:n_measured] == plans[n_measured:]
+    assert ev_measured == evictions[len(ev_measured):]
     assert measured.steps[PLAN_COLS].reset_index(drop=True).equals(simulated.steps[PLAN_COLS].reset_index(drop=True))
     total = sum(len(c) for c in _turns(sc))
     assert measured.summary["completed"] == simulated.summary["completed"] == total
@@ -61,7 +63,7 @@ def _both(monkeypatch, server=None, workload=None, spec="dspark"):
     if radix:
         assert held and max(held) <= sc.server.max_total_num_tokens
         _check_pool(eng)
-    return sc, eng, plans[:n_measured], measured, simulated
+    return sc, eng, plans[:n_measured], measured, simulated, ev_measured
 
 
 def _turns(sc: Scenario) -> list[list[int]]:
@@ -77,7 +79,7 @@ def _turns(sc: Scenario) -> list[list[int]]:
 @pytest.mark.parametrize("spec", [None, "dspark"])
 @pytest.mark.parametrize("radix_off", [False, True])
 def test_conversations_run_with_the_same_plans_as_the_simulator(monkeypatch, spec, radix_off):
-    sc, _, plans, measured, _ = _both(monkeypatch, {"disable_radix_cache": radix_off}, spec=spec)
+    sc, _, plans, measured, _, _ = _both(monkeypatch, {"disable_radix_cache": radix_off}, spec=spec)
     prefix: dict[int, int] = {}   # each turn's first extend's prefix (a chunked prompt's later chunks extend further)
     for rids, _, prefixes in plans:
         for rid, p in zip(rids, prefixes, strict=True):
@@ -103,7 +105,8 @@ def test_conversations_started_at_an_infinite_rate_without_a_cap(monkeypatch):
 
 def test_a_pool_that_evicts_conversation_histories(monkeypatch):
     # 3 conversations in flight in a pool that cannot keep every history: the tree evicts
-    _both(monkeypatch, {"max_total_num_tokens": 160}, {"concurrency": 3}, spec=None)
+    *_, evictions = _both(monkeypatch, {"max_total_num_tokens": 160}, {"concurrency": 3}, spec=None)
+    assert sum(evictions) > 0
 
 
 def test_each_later_turn_is_fed_its_whole_history(monkeypatch):
