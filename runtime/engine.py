@@ -290,6 +290,15 @@ def check_runnable(scenario: Scenario) -> None:
                           f"{srv.spec_window}); give at least that")
 
 
+def _known_outputs(specs: list) -> bool:
+    """Whether any request's token ids go past its prompt: a multi-turn turn's output, which
+    the next turn resends (sim/prefix_workload.py ``multi_turn_conversations``). The runtime
+    then feeds those ids as the request decodes (:meth:`runtime.kv_cache.ReqToTokenPool.forced`),
+    so the history's KV that the next turn reads from the prefix cache is that of the ids
+    the tree matched."""
+    return any(s.tokens is not None and len(s.tokens) > s.served_lengths[0] for s in specs)
+
+
 def check_prefix_sharing(scenario: Scenario, specs: list) -> None:
     """Refuse, in one line, prompts that share prefixes (``specs`` with token ids: a
     ``workload.shared_prefix``, a trace with block ids, a ``multi_turn`` conversation whose
@@ -401,7 +410,8 @@ class RuntimeEngine(LoopHost):
                                       num_steps=srv.speculative_num_steps if drafter is not None and
                                       not srv.speculative_algorithm.is_block else None,
                                       ctx_buckets=ctx_buckets, bs_buckets=srv.graph_batch_sizes, external_kv=True,
-                                      prefill_graph_tokens=self._prefill_buckets(graphs))
+                                      prefill_graph_tokens=self._prefill_buckets(graphs),
+                                      token_ids=_known_outputs(self.specs))
         self.preset = preset
         self._env: dict[str, str] | None = None
         self.graphs = graphs and self.dev.is_gpu
@@ -549,6 +559,7 @@ class RuntimeEngine(LoopHost):
             if row is None:
                 self.rows[rid] = row = r.add_request()
                 self._row_retractions[rid] = reqs[rid].retractions
+                r.pool.set_ids(row, self._prompt_ids.get(rid))   # a multi-turn output's ids, fed as it decodes
                 if p:   # a cached prefix: the tree's slots
                     node = reqs[rid].last_node
                     if self.tree_slots is None or node is None or node.depth != p:
@@ -618,7 +629,8 @@ class RuntimeEngine(LoopHost):
         """Write into ``toks`` (the extend's input ids, request-major) the prompt ids of the
         requests that have them (a workload that shares prefixes): a cached prefix's KV is
         then the KV of the tokens the tree matched. Positions past the prompt (a retracted
-        request's re-prefilled output) keep their random ids."""
+        request's re-prefilled output) keep their random ids, but where the workload knows
+        the output (a multi-turn turn: its ids are fed as it decodes, :func:`_known_outputs`)."""
         off = 0
         for rid, p, e in zip(plan.rids[:plan.num_extend], plan.prefix_lens[:plan.num_extend],
                              plan.extend_lens[:plan.num_extend], strict=True):

@@ -129,13 +129,16 @@ class ReqToTokenPool:
             the draft extend after each verify proposes (EAGLE's ``topk_index``).
         draft_topk / draft_logp: ``[rows, topk]`` a draft tree's K first drafts and their
             log-probabilities (EAGLE's ``topk_index`` / ``topk_p``; ``topk`` > 1 only).
+        token_ids / token_len: ``[rows, width]`` / ``[rows]`` with ``token_ids`` on
+            (:meth:`set_ids`, :meth:`forced`): each row's known token ids (a multi-turn turn's
+            prompt and the output the next turn resends) and how many; None otherwise.
     Host attributes: ``reserved[row]`` positions mapped, ``len_bound[row]`` upper bound of
     ``seq_lens[row]`` (exact after extend/decode and forced-accept cycles), ``shared[row]``
     leading positions whose slots the prefix tree owns, ``tree_slots`` slots the tree owns.
     """
 
     def __init__(self, max_reqs: int, max_context: int, num_slots: int, window: int, device: Device,
-                 topk: int = 1) -> None:
+                 topk: int = 1, token_ids: bool = False) -> None:
         if max_reqs < 1 or max_context < 2 or num_slots < 2 or window < 1 or topk < 1:
             raise ValueError(f"bad pool sizes: max_reqs={max_reqs}, max_context={max_context}, num_slots={num_slots}, "
                              f"window={window}, topk={topk}")
@@ -153,6 +156,8 @@ class ReqToTokenPool:
         self.draft_next = torch.zeros(rows, dtype=torch.int64, device=dev)
         self.draft_topk = torch.zeros(rows, topk, dtype=torch.int64, device=dev) if topk > 1 else None
         self.draft_logp = torch.zeros(rows, topk, dtype=torch.float32, device=dev) if topk > 1 else None
+        self.token_ids = torch.zeros(rows, self.width, dtype=torch.int64, device=dev) if token_ids else None
+        self.token_len = torch.zeros(rows, dtype=torch.int64, device=dev) if token_ids else None
         self.free_slots = torch.arange(1, num_slots, dtype=torch.int64, device=dev)
         self.num_free_slots = num_slots - 1
         self._free_rows = list(range(max_reqs, 0, -1))
@@ -353,6 +358,29 @@ class ReqToTokenPool:
         tok_rows = expand_slots(rows_t, n_t, total)
         ar = torch.arange(total, device=rows_t.device)
         return tok_rows, expand_slots(start_t - cum_t, n_t, total) + ar
+
+    def set_ids(self, row: int, ids: torch.Tensor | None) -> None:
+        """Row ``row``'s known token ids (a device int64 tensor within the vocabulary; None:
+        none, every token the model's own). Device work only (no host sync)."""
+        if self.token_ids is None or self.token_len is None:
+            return
+        n = 0 if ids is None else min(int(ids.numel()), self.width)
+        if n:
+            self.token_ids[row, :n] = ids[:n]
+        self.token_len.select(0, row).fill_(n)
+
+    def forced(self, rows_t: torch.Tensor, pos: torch.Tensor, tok: torch.Tensor) -> torch.Tensor:
+        """``tok`` (``[B]`` or ``[B, k]``, the tokens the model chose for positions ``pos``,
+        same shape) with each position a row's known ids cover replaced by that id: the
+        token then fed at ``pos`` is the one the workload says is there, so the KV written
+        for it is that token's (a multi-turn history that the next turn matches in the
+        prefix cache). Unchanged without ``token_ids``."""
+        if self.token_ids is None or self.token_len is None:
+            return tok
+        at = pos.clamp(0, self.width - 1)
+        if pos.dim() == 2:
+            return torch.where(pos < self.token_len[rows_t][:, None], self.token_ids[rows_t[:, None], at], tok)
+        return torch.where(pos < self.token_len[rows_t], self.token_ids[rows_t, at], tok)
 
     def reset_padding(self) -> None:
         """Put padding row 0's device state back (graph replays pad with row 0).

@@ -182,6 +182,7 @@ class ModelRunner(SpecCycle):
         ctx_buckets: Sequence[int] | None = None,
         external_kv: bool = False,
         prefill_graph_tokens: Sequence[int] | None = None,
+        token_ids: bool = False,
     ) -> None:
         if drafter is not None:
             if drafter.cfg.vocab_size != target.cfg.vocab_size:
@@ -212,7 +213,7 @@ class ModelRunner(SpecCycle):
             drafter.attn_impl = attn_impl
         self.mask_token = target.cfg.vocab_size - 1 if mask_token is None else mask_token
         slots = num_slots if num_slots is not None else max_reqs * max_context + 1
-        self.pool = ReqToTokenPool(max_reqs, max_context, slots, spec_window, device, topk=topk)
+        self.pool = ReqToTokenPool(max_reqs, max_context, slots, spec_window, device, topk=topk, token_ids=token_ids)
         dev, dt = device.torch_device, target.dtype
         # the tree's static shape on the device, made here: a tensor first made during a
         # graph capture holds garbage until replay
@@ -399,6 +400,7 @@ class ModelRunner(SpecCycle):
         ids = self._to_device(tokens)
         hidden = self._forward_extend("extend", self.target, self.kv, ids, batch)
         nxt = torch.argmax(self.target.compute_logits(hidden[batch.last_index]), dim=-1)
+        nxt = self.pool.forced(batch.rows, batch.seq_after, nxt)   # the first output token, where known
         comp = self.device.h2d([True] * len(rows) if completes is None else list(completes), torch.bool)
         pool, r = self.pool, batch.rows
         pool.seq_lens[r] = batch.seq_after

@@ -197,7 +197,7 @@ class SpecCycle:
         loc = pool.req_to_token[rows_t, n]
         attn = self._uniform_attn(rows_t, n[:, None], loc, ctx)
         hidden = self.target(ids, n, attn, self.kv)
-        tok = torch.argmax(self.target.compute_logits(hidden), dim=-1)
+        tok = pool.forced(rows_t, n + 1, torch.argmax(self.target.compute_logits(hidden), dim=-1))
         pool.seq_lens[rows_t] = n + 1
         pool.last_token[rows_t] = tok
         pool.reset_padding()
@@ -406,21 +406,27 @@ class SpecCycle:
             drafts = self._chain_draft_dev(rows_t, ctx, steps)
         else:
             drafts = self._draft_dev(rows_t, ctx)
+        m = self.accept_max
+        n = pool.seq_lens[rows_t]
+        if pool.token_ids is not None:
+            # where the workload knows the tokens (a multi-turn turn's output, which the next
+            # turn resends), the accepted path's drafts are those tokens: the KV the verify
+            # keeps is theirs (the accept lengths are forced, so no plan changes)
+            head = pool.forced(rows_t, n[:, None] + 1 + self._arange(m)[None, :], drafts[:, :m])
+            drafts = torch.cat([head, drafts[:, m:]], 1)
         window = torch.cat([anchor[:, None], drafts], 1)
         if tree:
             greedy = self._tree_verify_dev(rows_t, window, ctx)
         else:
             greedy = self._verify_dev(rows_t, window, ctx, want_logits=False).greedy
         # the accepted path: drafts 1 .. accept_max in a row (a tree's spine)
-        m = self.accept_max
         accept = (drafts[:, :m] == greedy[:, :m]).long().cumprod(1).sum(1)
         if forced is not None:
             accept = forced.clamp(0, m)
-        bonus = greedy.gather(1, accept[:, None]).squeeze(1)
+        bonus = pool.forced(rows_t, n + accept + 1, greedy.gather(1, accept[:, None]).squeeze(1))
         j = self._arange(self.window)[None, :]
         tokens = torch.cat([drafts, bonus[:, None]], 1)
         tokens = torch.where(j < accept[:, None], tokens, torch.where(j == accept[:, None], bonus[:, None], -1))
-        n = pool.seq_lens[rows_t]
         self._commit_dev(rows_t, accept, bonus, window)
         if chain:
             self._draft_extend_dev(rows_t, n, tokens, accept, ctx)

@@ -201,3 +201,35 @@ def test_think_times_hold_the_next_turn_in_the_runtime():
         a, b = conv
         assert req.loc[b, "start_s"] >= req.loc[a, "finish_s"] + 0.05 - 1e-9
     assert np.isfinite(req["finish_s"]).all()
+
+
+@pytest.mark.parametrize("spec", [None, "dspark", "eagle-tree"])
+def test_a_cached_history_holds_the_kv_of_the_ids_the_next_turn_resends(monkeypatch, spec):
+    """KV content, not only counts: a conversation's history in the prefix cache (its last
+    turn's prompt and output but the last output token) holds the KV of exactly the ids the
+    tree matched, the output positions included (the runtime feeds each turn's output ids as
+    it decodes: runtime/kv_cache.py ``ReqToTokenPool.forced``), i.e. the KV a fresh prefill
+    of those ids computes. Before, the output positions held the KV of the tokens the proxy
+    chose, which the next turn's ids do not match."""
+    from specsched.runtime.runner import ModelRunner
+
+    sc = _scenario(spec=spec)
+    eng = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False)
+    eng.run()
+    specs = {s.index: s for s in make_requests(sc.workload, sc.seed)}
+    fresh = ModelRunner(eng.runner.target, eng.dev, max_reqs=1, max_context=eng.runner.pool.max_context)
+    checked = 0
+    for conv in _turns(sc):
+        last = specs[conv[-1]]
+        ids = [int(t) for t in last.tokens[:last.input_len + last.output_len - 1]]
+        n, node = eng.sched.cache.match_prefix(ids)
+        assert n == len(ids)
+        cached = eng.tree_slots.prefix(node)
+        row = fresh.add_request()
+        fresh.extend([row], [0], [n], torch.tensor(ids, dtype=torch.int64) % eng.vocab)
+        own = fresh.pool.req_to_token[row, :n]
+        assert torch.allclose(eng.runner.kv.k[:, cached], fresh.kv.k[:, own], atol=1e-4, rtol=1e-4)
+        assert torch.allclose(eng.runner.kv.v[:, cached], fresh.kv.v[:, own], atol=1e-4, rtol=1e-4)
+        fresh.free_request(row)
+        checked += 1
+    assert checked == sc.workload.multi_turn.num_conversations
