@@ -233,3 +233,13 @@ def test_a_cached_history_holds_the_kv_of_the_ids_the_next_turn_resends(monkeypa
         fresh.free_request(row)
         checked += 1
     assert checked == sc.workload.multi_turn.num_conversations
+
+
+def test_a_pool_that_retracts_a_turn(monkeypatch):
+    # short first prompts, outputs that may stop early and a pool of 170 under DSpark windows:
+    # a running turn outgrows it, is retracted, and re-prefills over its cached history
+    _, _, _, measured, simulated, _ = _both(
+        monkeypatch, {"max_total_num_tokens": 170, "max_running_requests": 4, "admission_delay": "none"},
+        {"concurrency": 3, "ignore_eos": False, "output_len": {"kind": "fixed", "value": 32},
+         "multi_turn": {**MULTI["multi_turn"], "system_prompt_len": 8, "first_prompt_len": {"kind": "fixed", "value": 8}}})
+    assert measured.summary["num_retractions"] == simulated.summary["num_retractions"] >= 1
