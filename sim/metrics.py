@@ -61,17 +61,20 @@ def _stats(prefix: str, values_s: np.ndarray, out: dict[str, float], owned: bool
         p90, p99, p95 = np.percentile(v, [90, 99, 95]).tolist()
         mx = float(np.max(v))
     else:
-        # one sort for the median, every percentile and the max; each value is the one
-        # np.median / np.percentile give (same order statistics, same interpolation; and
-        # np.median's NaN check imports numpy.ma, ~5 ms, on a run's first summary). A full
-        # sort, not a partition at those ~8 ranks: numpy's vectorised sort of a burst's
-        # ~786,000 ITL values costs less than introselect run once per rank
-        # (docs/performance.md, fifteenth round); the ranks hold the same values either way.
+        # one partition at the ranks the median, the percentiles and the max read; each
+        # value is the one np.median / np.percentile give (same order statistics, same
+        # interpolation; and np.median's NaN check imports numpy.ma, ~5 ms, on a run's first
+        # summary): a value at a rank is the same float whether the sample around it is
+        # sorted or only partitioned. One partition with every rank (numpy selects them in
+        # one call, each in what is left between the ranks found before), not a full sort:
+        # numpy's sort of a burst's ~786,000 ITL values takes ~37 ms on an AMD EPYC host
+        # against ~5 ms for the partition, and ~4.6 against ~9 ms where its vectorised sort
+        # runs: the partition's worst case costs the least (docs/performance.md, 2026-12-06).
         # v is this call's own (the owned sample, or the product above) and its order is
-        # not needed once the mean and std are summed: it is sorted in place, no copy
+        # not needed once the mean and std are summed: it is partitioned in place, no copy
         n = v.size
         part = v
-        part.sort()
+        part.partition(_order_ranks(n))
         if n % 2:
             out[f"median_{prefix}_ms"] = float(np.mean(part[n // 2 : n // 2 + 1]))
         else:
@@ -82,6 +85,19 @@ def _stats(prefix: str, values_s: np.ndarray, out: dict[str, float], owned: bool
     out[f"p99_{prefix}_ms"] = p99
     out[f"max_{prefix}_ms"] = mx
     out[f"p95_{prefix}_ms"] = p95   # bench_serving 0.5.23 prints P95 of every latency
+
+
+def _order_ranks(n: int) -> list[int]:
+    """The 0-based ranks of a sample of ``n`` values that :func:`_stats` reads: the median's
+    one or two, each percentile's two around its position (:func:`_percentile_sorted_at`)
+    and the max, sorted, without repeats."""
+    idx = {n - 1, n // 2, n // 2 - 1 if n % 2 == 0 else n // 2}
+    for _, q in _PERCENTILES:
+        lo = int(np.floor((n - 1) * np.true_divide(q, 100)))
+        idx.add(lo)
+        if lo + 1 < n:
+            idx.add(lo + 1)
+    return sorted(idx)
 
 
 def finite_percentiles(v: np.ndarray, qs: tuple[float, ...]) -> list[float]:
