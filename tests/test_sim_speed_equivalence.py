@@ -318,6 +318,28 @@ def test_summary_statistics_are_numpys(n, seed, decimals, owned):
     assert got == {k: float(x) for k, x in want.items()}
 
 
+@settings(max_examples=60, deadline=None)
+@given(n=st.one_of(st.integers(1, 12), st.integers(1, 60_000)), seed=st.integers(0, 2**31),
+       distinct=st.integers(1, 40))
+def test_summary_order_statistics_from_one_partition_are_numpys(n, seed, distinct):
+    # _stats partitions the sample at the ranks it reads (_order_ranks), not sorting it: on
+    # samples shaped like an ITL sample (a few distinct values, each repeated many times,
+    # in no order) every figure is still numpy's own, at odd and even sizes
+    from specsched.sim.metrics import _order_ranks
+
+    rng = np.random.default_rng(seed)
+    v = rng.choice(rng.exponential(0.01, distinct), n)
+    ranks = _order_ranks(n)
+    assert ranks == sorted(set(ranks)) and 0 <= ranks[0] and ranks[-1] == n - 1
+    got: dict[str, float] = {}
+    _stats("itl", v.copy(), got, owned=True)
+    w = v * 1000.0
+    want = {"mean_itl_ms": np.mean(w), "median_itl_ms": np.median(w), "std_itl_ms": np.std(w),
+            "p90_itl_ms": np.percentile(w, 90), "p99_itl_ms": np.percentile(w, 99),
+            "max_itl_ms": np.max(w), "p95_itl_ms": np.percentile(w, 95)}
+    assert got == {k: float(x) for k, x in want.items()}
+
+
 @settings(max_examples=100, deadline=None)
 @given(values=st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=3_000),
        scale=st.sampled_from([1e-9, 1.0, 1e12]))
