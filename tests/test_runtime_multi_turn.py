@@ -22,7 +22,15 @@ from specsched.sim.engine import SimEngine  # noqa: E402
 from specsched.sim.workload import Clients, make_requests  # noqa: E402
 
 from tests.conftest import tiny_profile  # noqa: E402
-from tests.test_runtime_radix import PLAN_COLS, SPEC, _check_pool, _checked, _evictions, _plans  # noqa: E402
+from tests.test_runtime_radix import (  # noqa: E402
+    PLAN_COLS,
+    SPEC,
+    _check_pool,
+    _checked,
+    _evictions,
+    _plans,
+    recorded_extends,
+)
 
 SERVER = {"max_running_requests": 3, "chunked_prefill_size": 64, "max_prefill_tokens": 96,
           "max_total_num_tokens": 5000}
@@ -114,14 +122,7 @@ def test_each_later_turn_is_fed_its_whole_history(monkeypatch):
     text, mod the vocabulary) at their positions, with the radix cache off (every position)."""
     sc = _scenario({"disable_radix_cache": True}, spec=None)
     eng = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False)
-    extend, seen = eng.runner.extend, []
-
-    def recording(rows, prefix_lens, extend_lens, toks, **kw):
-        by_row = {row: rid for rid, row in eng.rows.items()}
-        seen.append(([by_row[row] for row in rows], list(prefix_lens), list(extend_lens), toks.tolist()))
-        return extend(rows, prefix_lens, extend_lens, toks, **kw)
-
-    eng.runner.extend = recording
+    seen = recorded_extends(eng)
     eng.run()
     specs = {s.index: s for s in make_requests(sc.workload, sc.seed)}
     fed: dict[int, list[int]] = {}

@@ -221,13 +221,9 @@ def test_a_prefix_from_the_cache_gives_the_tokens_of_the_whole_prompt_alone():
     assert sorted(pool.free_slots.tolist()) == list(range(1, pool.num_slots + 1))
 
 
-def test_each_extend_feeds_its_prompt_ids_at_their_positions():
-    """The KV a later request reads from the tree is that of the tokens the tree matched:
-    every extend's input ids are the request's prompt ids (mod the vocabulary) at positions
-    prefix .. prefix + extend - 1."""
-    sc = Scenario.model_validate({"name": "t", "profile": "tiny", "seed": 1, "server": SERVER, "workload": SHARED,
-                                  "acceptance": {"mean_accept_length": 2.2}})
-    eng = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False)
+def recorded_extends(eng: RuntimeEngine) -> list:
+    """Record every extend ``eng`` runs from now on, as (rids, prefix lens, extend lens, the
+    input ids fed) in a list that fills as the engine runs."""
     extend, seen = eng.runner.extend, []
 
     def recording(rows, prefix_lens, extend_lens, toks, **kw):
@@ -236,6 +232,17 @@ def test_each_extend_feeds_its_prompt_ids_at_their_positions():
         return extend(rows, prefix_lens, extend_lens, toks, **kw)
 
     eng.runner.extend = recording
+    return seen
+
+
+def test_each_extend_feeds_its_prompt_ids_at_their_positions():
+    """The KV a later request reads from the tree is that of the tokens the tree matched:
+    every extend's input ids are the request's prompt ids (mod the vocabulary) at positions
+    prefix .. prefix + extend - 1."""
+    sc = Scenario.model_validate({"name": "t", "profile": "tiny", "seed": 1, "server": SERVER, "workload": SHARED,
+                                  "acceptance": {"mean_accept_length": 2.2}})
+    eng = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False)
+    seen = recorded_extends(eng)
     eng.run()
     vocab = eng.vocab
     for rids, prefix, ext, toks in seen:
