@@ -455,16 +455,21 @@ class Clients:
         heapq.heappush(self._turns_due, (at, self._released, index))
         self._released += 1
 
-    def _due_turns(self, now: float) -> list[tuple[int, float]]:
+    def _start_queued(self) -> None:
+        """Started conversations waiting for a slot take the free ones, in start order: each
+        releases its turn 0, sent when it started or its slot freed, if later."""
         conv = self.conversations
-        while self.pending and self.pending[0][0] <= now:
-            self.queue.append(self.pending.pop(0))
         while self.queue and (self.slots is None or self._active < self.slots):
             t, c = self.queue.pop(0)
             if self._free_at is not None:
                 t = max(t, self._free_at.popleft())
             self._active += 1
             self._release(t, conv.turns[c][0].index)
+
+    def _due_turns(self, now: float) -> list[tuple[int, float]]:
+        while self.pending and self.pending[0][0] <= now:
+            self.queue.append(self.pending.pop(0))
+        self._start_queued()
         out = []
         while self._turns_due and self._turns_due[0][0] <= now:
             t, _, i = heapq.heappop(self._turns_due)
@@ -510,6 +515,14 @@ class Clients:
             self._active -= 1
         if self._free_at is not None:
             self._free_at.append(at)
+        if conv is not None and conv.starts is None:
+            # the client whose conversation ended takes the next one and sends its turn 0 at
+            # once (sim/engine_clients.py ``_conversations``): among turns released at the
+            # same time it goes where its client's finish was reported, as the simulator's
+            # clients resume in the order their finishes were delivered. With start times
+            # the conversation instead waits on the semaphore, granted after the other
+            # finishes delivered with this one (:meth:`_due_turns`)
+            self._start_queued()
 
     def next_time(self) -> float | None:
         """When the next request will be sent if nothing finishes first (None: never)."""

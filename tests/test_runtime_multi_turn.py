@@ -244,3 +244,27 @@ def test_a_pool_that_retracts_a_turn(monkeypatch):
         {"concurrency": 3, "ignore_eos": False, "output_len": {"kind": "fixed", "value": 32},
          "multi_turn": {**MULTI["multi_turn"], "system_prompt_len": 8, "first_prompt_len": {"kind": "fixed", "value": 8}}})
     assert measured.summary["num_retractions"] == simulated.summary["num_retractions"] >= 1
+
+
+@pytest.mark.parametrize("spec", ["dspark", "eagle-tree"])
+def test_more_conversations_than_clients_run_with_the_same_plans_as_the_simulator(monkeypatch, spec):
+    # 6 conversations, 2 clients: a client whose conversation ended sends the next one's
+    # turn 0 at once, ordered among the turns released at that time where its finish was
+    # delivered (the simulator's client resumes there), not after them
+    _both(monkeypatch, workload={"multi_turn": {**MULTI["multi_turn"], "num_conversations": 6}}, spec=spec)
+
+
+def test_a_freed_client_starts_its_next_conversation_where_its_finish_was_reported():
+    # 2 clients, 3 conversations of 2 turns: conversation 0 ends at t=2 and is reported
+    # first, then conversation 1's turn 0: conversation 2's turn 0 goes before 1's turn 1
+    sc = _scenario(workload={"concurrency": 2, "multi_turn": {**MULTI["multi_turn"], "num_conversations": 3,
+                                                              "num_turns": 2}}, spec=None)
+    specs = make_requests(sc.workload, sc.seed)
+    clients = Clients(sc, specs, sc.seed)
+    turns = _turns(sc)
+    assert [i for i, _ in clients.due_timed(0.0)] == [turns[0][0], turns[1][0]]
+    clients.finished(1.0, turns[0][0])
+    assert clients.due_timed(1.0) == [(turns[0][1], 1.0)]
+    clients.finished(2.0, turns[0][1])   # conversation 0 ends: its client takes conversation 2
+    clients.finished(2.0, turns[1][0])
+    assert clients.due_timed(2.0) == [(turns[2][0], 2.0), (turns[1][1], 2.0)]
