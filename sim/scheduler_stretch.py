@@ -80,8 +80,13 @@ class Stretch:
         if m == 0:
             return None
         if not stop_at_finish and self.cache is not None and self._any_tokens and any(
-                r.tokens is not None and len(r.tokens) > r.input_len for r in reqs):
-            # a finish inserts the output into the prefix cache (_cache_finished): step by step
+                r.tokens is not None and min(len(r.tokens), r.input_len + r.max_new_tokens - 1) > r.cache_protected_len
+                for r in reqs):
+            # a finish inserts tokens past the request's cached prefix into the prefix cache
+            # (_cache_finished): its output, or with page_size > 1 the prompt's partial last
+            # page, whose insert finds the cached pages and marks them used (LRU; sglang 0.5.23
+            # mem_cache/radix_cache.py ``checkpoint`` inserts and matches on every release):
+            # step by step
             stop_at_finish = True
             if self.rules.skip_finishing_decode:
                 return None

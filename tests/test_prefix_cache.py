@@ -152,3 +152,40 @@ def test_num_requests_left_out_is_the_groups_prompts_and_follows_an_override(tmp
     assert load_scenario_with_overrides(p, "base", {"workload.shared_prefix.prompts_per_group": 4}).workload.num_requests == 8
     with pytest.raises(ConfigError, match="leave it out or set 8"):   # an explicit other count is still refused
         load_scenario_with_overrides(p, "base", {"workload.shared_prefix.prompts_per_group": 4, "workload.num_requests": 9})
+
+
+@pytest.mark.parametrize("page", [2, 4])
+def test_decode_stretches_evict_with_kv_pages_as_passes_one_by_one_do(monkeypatch, page):
+    """INV-7 for the tree's LRU: with KV pages a finishing request's insert of its prompt's
+    partial last page finds the cached pages and marks them used, so the fast path's decode
+    stretches stop at that finish (sim/scheduler_stretch.py). Before, a stretch ran through it
+    without touching the tree and a later eviction took other pages than the passes one by
+    one take."""
+    from specsched.sim.radix_cache import RadixCache
+
+    from tests.conftest import tiny_profile
+
+    seen: list = []
+    orig = RadixCache.evict
+
+    def counting(self, n):
+        out = orig(self, n)
+        seen.append((n, out))
+        return out
+
+    monkeypatch.setattr(RadixCache, "evict", counting)
+    sc = Scenario.model_validate({
+        "name": "t", "profile": "tiny", "seed": 1,
+        "server": {"max_running_requests": 3, "chunked_prefill_size": 64, "max_prefill_tokens": 96,
+                   "max_total_num_tokens": 300, "page_size": page, "speculative_algorithm": "dspark",
+                   "speculative_num_draft_tokens": 4},
+        "workload": {"kind": "burst", "output_len": {"kind": "fixed", "value": 8},
+                     "shared_prefix": {"num_groups": 4, "prompts_per_group": 3, "system_prompt_len": 50,
+                                       "question_len": 15}},
+        "acceptance": {"mean_accept_length": 2.2, "request_spread": 0.3}})
+    step = SimEngine(sc, tiny_profile(), fast_forward=False).run()
+    by_step, seen[:] = list(seen), []
+    fast = SimEngine(sc, tiny_profile()).run()
+    assert sum(out for _, out in by_step) > 0
+    assert seen == by_step
+    assert fast.summary["cache_hit_rate"] == step.summary["cache_hit_rate"]
