@@ -299,29 +299,6 @@ def _known_outputs(specs: list) -> bool:
     return any(s.tokens is not None and len(s.tokens) > s.served_lengths[0] for s in specs)
 
 
-def check_prefix_sharing(scenario: Scenario, specs: list) -> None:
-    """Refuse, in one line, prompts that share prefixes (``specs`` with token ids: a
-    ``workload.shared_prefix``, a trace with block ids, a ``multi_turn`` conversation whose
-    turns resend their history) with the radix cache on and a KV page size above 1.
-
-    The runtime shares a cached prefix's KV between request rows token by token
-    (:mod:`runtime.radix_slots`, its pool's page size is 1); with pages the scheduler's
-    ledger keeps a partial last page with the request and counts whole pages, which the
-    device pool does not model.
-
-    Raises:
-        ConfigError: naming the scenario file, ``server.page_size`` and the ways out.
-    """
-    if scenario.server.disable_radix_cache or scenario.server.page_size == 1 or all(s.tokens is None for s in specs):
-        return
-    from specsched.sim.errors import ConfigError
-
-    raise ConfigError(scenario.path or scenario.name, "server.page_size", scenario.server.page_size,
-                      "prompts that share prefixes with the radix cache on run in the runtime with page_size 1 "
-                      "only (its KV pool shares a cached prefix token by token); measure with server.page_size: 1 "
-                      "or server.disable_radix_cache: true, or predict with specsched run")
-
-
 class RuntimeEngine(LoopHost):
     """One measured run of a scenario on a device.
 
@@ -367,7 +344,6 @@ class RuntimeEngine(LoopHost):
         # the requests the simulator runs for this scenario: a trace's outputs cut as SGLang
         # cuts them (sim/served.py served_requests)
         self.specs, self.output_cuts = served_for(scenario, self.seed)
-        check_prefix_sharing(scenario, self.specs)
         max_ctx = max(sum(s.served_lengths) for s in self.specs) + 4 * self.window + 64   # aborted rows run 1 + 1
         max_reqs = srv.max_running_requests + 8
         # the device pool holds what the scheduler's KV ledger holds (RuntimeEngine._sync_kv),
@@ -472,9 +448,8 @@ class RuntimeEngine(LoopHost):
         """Measure another arm (or request rate) with the same model, KV pool and graphs.
 
         Raises:
-            ConfigError: a scenario the runtime does not run (:func:`check_runnable`,
-                :func:`check_prefix_sharing`), refused as the constructor refuses it; the
-                engine keeps the scenario it had.
+            ConfigError: a scenario the runtime does not run (:func:`check_runnable`),
+                refused as the constructor refuses it; the engine keeps the scenario it had.
             ValueError: the scenario differs in what sizes the model or what it serves
                 (window, running slots, graph batch sizes, served requests: :meth:`accepts`).
         """
@@ -482,7 +457,6 @@ class RuntimeEngine(LoopHost):
         if not self.accepts(scenario):
             raise ValueError("set_scenario needs the same window, slots, KV pool, graph batch sizes, workload and "
                              "served requests (the request rate may differ); build a new engine")
-        check_prefix_sharing(scenario, self.specs)   # the same workload: the same prompts
         self.scenario, self.server = scenario, scenario.server
 
     # ------------------------------------------------------------------ state

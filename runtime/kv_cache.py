@@ -1,7 +1,8 @@
 """The runtime's KV cache and pools (SGLang names, mem_cache/memory_pool.py and allocator.py).
 
 - :class:`ReqToTokenPool`: ``req_to_token[row, position] -> KV slot`` (ReqToTokenPool),
-  the free-slot list on the device (TokenToKVPoolAllocator, page_size 1), and per-row
+  the free-slot list on the device (TokenToKVPoolAllocator; per token at any page size: the
+  scheduler's paged ledger sizes each row in whole pages, :meth:`ReqToTokenPool.hold`), and per-row
   device state the overlap loop relays without the host (FutureMap,
   managers/overlap_utils.py): committed length ``seq_lens``, last sampled token
   ``last_token``, and the previous verify window for the drafter's KV catch-up.
@@ -106,6 +107,9 @@ class ReqToTokenPool:
     schedule_batch.py ``prepare_for_extend``); the row owns positions ``shared .. reserved - 1``
     only. :meth:`attach` maps a matched prefix, :meth:`to_tree` hands a row's slots to the
     tree (freeing those the tree already had), :meth:`free_tree` takes back evicted slots.
+    With KV pages (page_size P > 1) ``shared`` is a multiple of P (the tree keeps whole pages)
+    and a row keeps its partial last page among the positions it owns (sglang 0.5.23
+    mem_cache/radix_cache.py ``checkpoint``: ``cache_protected_len`` marks the tree's part).
     INV-POOL: ``num_free_slots + sum(reserved - shared) + tree_slots`` = every slot but the
     padding slot, each in exactly one of the three (tests/test_runtime_radix.py).
 

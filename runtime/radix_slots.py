@@ -16,6 +16,11 @@ request rows of :class:`runtime.kv_cache.ReqToTokenPool` and the tree as the tre
 - a request admitted with a cached prefix (SGLang ``match_prefix`` -> ``device_indices``):
   its row's first positions point at the values along the matched path (:meth:`prefix`).
 
+With KV pages (page_size > 1) every node's key, and so its value, is whole pages (the tree
+cuts keys to pages: sim/radix_cache.py ``_aligned``); a request's partial last page never
+enters the tree and stays in its row's own slots (the scheduler's ``_checkpoint`` stores
+``len(tokens) // page_size * page_size`` positions).
+
 So the device pool holds what the scheduler's KV ledger counts, ``tree`` included
 (sim/kv_ledger.py ``to_tree``, ``release``, ``evicted`` make the same moves in counts).
 """

@@ -268,3 +268,42 @@ def test_a_freed_client_starts_its_next_conversation_where_its_finish_was_report
     clients.finished(2.0, turns[0][1])   # conversation 0 ends: its client takes conversation 2
     clients.finished(2.0, turns[1][0])
     assert clients.due_timed(2.0) == [(turns[2][0], 2.0), (turns[1][1], 2.0)]
+
+
+@pytest.mark.parametrize("page", [4, 16])
+@pytest.mark.parametrize("spec", [None, "dspark", "eagle-tree"])
+def test_conversations_with_kv_pages_run_with_the_same_plans_as_the_simulator(monkeypatch, page, spec):
+    # the tree keeps a history's whole pages; a turn's partial last page stays with it and is
+    # freed when it finishes; a later turn extends from its history's last whole page
+    sc, _, plans, measured, _, _ = _both(monkeypatch, {"page_size": page}, spec=spec)
+    assert all(p % page == 0 for _, _, prefixes in plans for p in prefixes)
+    assert measured.summary["cache_hit_rate"] > 0
+
+
+@pytest.mark.parametrize("page", [4, 16])
+def test_a_paged_pool_that_evicts_conversation_histories(monkeypatch, page):
+    *_, evictions = _both(monkeypatch, {"max_total_num_tokens": 160, "page_size": page}, {"concurrency": 3}, spec=None)
+    assert sum(evictions) > 0
+
+
+@pytest.mark.parametrize("page", [4, 16])
+def test_a_paged_cached_history_holds_the_kv_of_the_ids_the_next_turn_resends(page):
+    from specsched.runtime.runner import ModelRunner
+
+    sc = _scenario({"page_size": page}, spec="dspark")
+    eng = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False)
+    eng.run()
+    specs = {s.index: s for s in make_requests(sc.workload, sc.seed)}
+    fresh = ModelRunner(eng.runner.target, eng.dev, max_reqs=1, max_context=eng.runner.pool.max_context)
+    for conv in _turns(sc):
+        last = specs[conv[-1]]
+        ids = [int(t) for t in last.tokens[:last.input_len + last.output_len - 1]]
+        n, node = eng.sched.cache.match_prefix(ids)
+        assert n == len(ids) // page * page > 0
+        cached = eng.tree_slots.prefix(node)
+        row = fresh.add_request()
+        fresh.extend([row], [0], [n], torch.tensor(ids[:n], dtype=torch.int64) % eng.vocab)
+        own = fresh.pool.req_to_token[row, :n]
+        assert torch.allclose(eng.runner.kv.k[:, cached], fresh.kv.k[:, own], atol=1e-4, rtol=1e-4)
+        assert torch.allclose(eng.runner.kv.v[:, cached], fresh.kv.v[:, own], atol=1e-4, rtol=1e-4)
+        fresh.free_request(row)

@@ -262,19 +262,20 @@ OPS = st.lists(st.one_of(
 ), min_size=15, max_size=40)
 
 
+@pytest.mark.parametrize("page", [1, 4])
 @settings(max_examples=100, deadline=None)
 @given(OPS)
-def test_every_slot_has_one_holder_through_matches_inserts_splits_and_evictions(ops):
+def test_every_slot_has_one_holder_through_matches_inserts_splits_and_evictions(page, ops):
     """INV-POOL over any order of admissions (match, lock, map the tree's prefix, reserve the
     rest), prompts entering the tree, finishes and evictions: each slot is free, owned by
     one row, or held by one tree node; the tree holds one slot per cached token, and a row's
-    shared positions are the slots of its locked path."""
+    shared positions are the slots of its locked path. With KV pages as well."""
     from specsched.runtime.device import Device
     from specsched.runtime.kv_cache import ReqToTokenPool
 
     pool = ReqToTokenPool(max_reqs=4, max_context=64, num_slots=121, window=1, device=Device("cpu"))
     live: dict[int, dict] = {}
-    cache = RadixCache()
+    cache = RadixCache(page_size=page)   # page > 1: whole pages in the tree, a row keeps its partial page
     cache.values = slots = TreeSlots(pool, lambda k: live[k]["row"])
     bases = [list(range(100, 120)), list(range(100, 110)) + list(range(200, 210)), list(range(300, 316))]
     made = 0
@@ -318,3 +319,101 @@ def test_every_slot_has_one_holder_through_matches_inserts_splits_and_evictions(
             s = pool.shared[q["row"]]
             path = slots.prefix(q["lock"]) if q["lock"] is not None else torch.zeros(0, dtype=torch.int64)
             assert path.numel() == s and torch.equal(pool.req_to_token[q["row"], :s], path)
+
+
+
+
+# KV pages (server.page_size > 1): the tree keeps whole pages only (sim/radix_cache.py
+# ``_aligned``) and a request keeps its partial last page in its own slots past
+# ``cache_protected_len`` (the scheduler's ``_checkpoint``); the device pool does the same.
+PAGED = pytest.mark.parametrize("page", [4, 16])
+
+
+@PAGED
+@pytest.mark.parametrize("spec", [None, "dspark", "eagle-tree"])
+def test_kv_pages_share_whole_pages_with_the_same_plans_as_the_simulator(monkeypatch, page, spec):
+    # 48 + 16 token prompts, inserted at 64 (page-aligned): with page 16 the shared part ends
+    # on a page boundary, with 4 too; the extends start at a page boundary
+    eng, _, _, _ = _both(monkeypatch, {"page_size": page}, spec=spec)
+    assert eng.sched.cache.page_size == page
+
+
+@PAGED
+@pytest.mark.parametrize("spec", [None, "dspark", "eagle-tree"])
+def test_kv_pages_keep_a_partial_last_page_with_the_request(monkeypatch, page, spec):
+    # 50 + 15 token prompts: the shared 50 tokens end inside a page, a prompt of 65 inside
+    # another; the tree keeps 48 (or 64), each row keeps its partial last page; the pool
+    # outgrows its cached prompts and evicts
+    _, _, _, evictions = _both(
+        monkeypatch, {"max_total_num_tokens": 200 if spec is None else 300, "page_size": page},
+        {"shared_prefix": {"num_groups": 4, "prompts_per_group": 3, "system_prompt_len": 50, "question_len": 15}},
+        spec=spec)
+    assert sum(evictions) > 0
+
+
+@PAGED
+@pytest.mark.parametrize("mixed", [False, True])
+def test_kv_pages_cache_a_long_prompt_chunk_by_chunk(monkeypatch, page, mixed):
+    _both(monkeypatch, {"chunked_prefill_size": 48, "max_prefill_tokens": 48, "enable_mixed_chunk": mixed,
+                        "page_size": page},
+          {"shared_prefix": {"num_groups": 2, "prompts_per_group": 3, "system_prompt_len": 100, "question_len": 24}})
+
+
+@pytest.mark.parametrize("page, pool", [(4, 380), (16, 400)])
+def test_kv_pages_retract_and_re_prefill_over_the_cached_pages(monkeypatch, page, pool):
+    plans = _plans(monkeypatch)
+    _, measured, simulated, _ = _both(
+        monkeypatch, {"max_total_num_tokens": pool, "max_running_requests": 4, "admission_delay": "none",
+                      "page_size": page},
+        {"ignore_eos": False, "output_len": {"kind": "fixed", "value": 96},
+         "shared_prefix": {"num_groups": 2, "prompts_per_group": 4, "system_prompt_len": 40, "question_len": 9}})
+    assert measured.summary["num_retractions"] == simulated.summary["num_retractions"] >= 1
+    starts = [(rid, p) for rids, _, prefix in plans[:len(plans) // 2] for rid, p in zip(rids, prefix, strict=True)]
+    assert any(p % page == 0 for _, p in starts) and all(p % page == 0 for _, p in starts)
+
+
+@pytest.mark.parametrize("page", [4, 16])
+def test_a_paged_prefix_from_the_cache_gives_the_tokens_of_the_whole_prompt_alone(page):
+    """With KV pages the tree holds whole pages and each row its partial last page: A's 50-token
+    prompt enters the tree as its first 48 positions (A keeps 48, 49); B shares 40 tokens with A,
+    matches 32 or 40 (whole pages) and extends the rest; C prefills whole, hands its copies of
+    the shared pages back as duplicates and its own whole pages to a new leaf, keeping its
+    partial page. Each decodes greedily the tokens its prompt alone gives."""
+    from tests.test_runtime_model import greedy_reference, make, tokens
+
+    dev, _, r = make("cpu", max_reqs=4)
+    pool = r.pool
+    shared = tokens(40, 7, dev.torch_device)
+    prompts = {k: torch.cat([shared, tokens(10, seed, dev.torch_device)]) for k, seed in (("a", 1), ("b", 2), ("c", 3))}
+    rows = {k: r.add_request() for k in prompts}
+    cache = RadixCache(page_size=page)
+    cache.values = slots = TreeSlots(pool, rows.__getitem__)
+    r.extend([rows["a"]], [0], [50], prompts["a"])
+    _, node_a = cache.insert_from(prompts["a"].tolist(), owner="a")
+    cache.inc_lock_ref(node_a)
+    assert pool.shared[rows["a"]] == 48 == pool.tree_slots and pool.reserved[rows["a"]] == 50
+    n, node = cache.match_prefix(prompts["b"][:49].tolist())
+    assert n == 40 // page * page
+    pool.attach(rows["b"], slots.prefix(node), n)
+    pool.reserve([rows["b"]], [50])
+    r.extend([rows["b"]], [n], [50 - n], prompts["b"][n:])
+    r.extend([rows["c"]], [0], [50], prompts["c"])
+    free = pool.num_free_slots
+    present, _ = cache.insert_from(prompts["c"].tolist(), owner="c")
+    assert present == n and pool.num_free_slots == free + n
+    assert pool.shared[rows["c"]] == 48 and pool.reserved[rows["c"]] == 50
+    assert torch.equal(pool.req_to_token[rows["c"], :n], pool.req_to_token[rows["a"], :n])
+    assert pool.tree_slots == len(slots) == cache.total_size == 48 + 48 - n
+    out = {k: [pool.last_token[rows[k]].item()] for k in prompts}
+    for _ in range(5):
+        toks = r.decode([rows[k] for k in prompts]).tokens[:, 0].tolist()
+        for k, t in zip(prompts, toks, strict=True):
+            out[k].append(t)
+    for k in prompts:
+        assert out[k] == greedy_reference("cpu", [prompts[k]], 6)[0], k
+    for row in rows.values():
+        r.free_request(row)
+    cache.dec_lock_ref(node_a)
+    cache.evict(10**6)
+    assert pool.tree_slots == 0 and len(slots) == 0
+    assert sorted(pool.free_slots.tolist()) == list(range(1, pool.num_slots + 1))
