@@ -327,24 +327,20 @@ def refuse_out_over_inputs(out: Path, inputs: list[tuple[str, str | Path | None]
 def refuse_replacing_own_scenario(out: Path) -> None:
     """Refuse an ``--out`` that holds a file ``scenario from-bench`` did not write (no
     ``source: bench_serving ...``): it wrote over the user's own scenario without a word. A
-    scenario from-bench wrote before is replaced, as running it again regenerates it.
+    scenario from-bench wrote before is replaced, as running it again regenerates it
+    (:func:`sim.atomic.refuse_replacing_foreign`).
 
     Raises:
         ConfigError: naming ``--out`` and how to go on.
     """
-    import yaml
+    from specsched.sim.atomic import refuse_replacing_foreign
 
-    if not out.is_file():
-        return
-    try:
-        data = yaml.safe_load(out.read_text(encoding="utf-8", errors="replace"))
-    except yaml.YAMLError:
-        data = None
-    source = data.get("source") if isinstance(data, dict) else None
-    if isinstance(source, str) and source.startswith("bench_serving "):
-        return
-    raise ConfigError("<command line>", "--out", str(out), "exists and was not written by scenario from-bench (it has "
-                      "no source: bench_serving ...): not replaced; give another file, or remove it first")
+    def written_by_from_bench(data: Any) -> bool:
+        source = data.get("source") if isinstance(data, dict) else None
+        return isinstance(source, str) and source.startswith("bench_serving ")
+
+    refuse_replacing_foreign(out, written_by_from_bench,
+                             "was not written by scenario from-bench (it has no source: bench_serving ...)")
 
 
 def _from_bench_inputs(bench_file: str, profile: str, template: str | None) -> list[tuple[str, str | Path | None]]:

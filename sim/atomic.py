@@ -32,6 +32,7 @@ import shutil
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 LOCK_SUFFIX = ".lock"
 JOURNAL_SUFFIX = ".journal"
@@ -68,6 +69,32 @@ def refuse_file_out(out: str, what: str, example: str) -> None:
     above = file_above(out)
     if above is not None:
         raise ConfigError("<command line>", "--out", out, f"{above} is a file: it cannot hold {what}")
+
+
+def refuse_replacing_foreign(out: str | Path, ours: Callable[[Any], bool], why: str) -> None:
+    """Refuse, before any work, an ``--out`` that holds a file this command did not write:
+    commands that write a YAML file (a profile, a scenario) wrote it over a user's own file
+    without a word. ``ours`` is told the file's parsed YAML (None where it is no YAML) and
+    says whether the command wrote it (then it is replaced, as running the command again
+    regenerates it); ``why`` completes "exists and ..." for a file it did not.
+
+    Raises:
+        ConfigError: naming ``--out``, its value and how to go on.
+    """
+    import yaml
+    from specsched.sim.errors import ConfigError
+
+    p = Path(out)
+    if not p.is_file():
+        return
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8", errors="replace"))
+    except yaml.YAMLError:
+        data = None
+    if ours(data):
+        return
+    raise ConfigError("<command line>", "--out", str(out), f"exists and {why}: not replaced; give another file, or "
+                      "remove it first")
 
 
 def _fsync_path(path: Path, directory: bool = False) -> None:

@@ -930,24 +930,16 @@ def _local_profile_file(name: str, relative_to: str | Path | None) -> str | None
 def refuse_replacing_non_profile(out: str | Path) -> None:
     """Refuse, before any work, an ``--out`` that holds a file that is no profile (no
     ``gpu``): ``specsched profile`` and ``calibrate --from`` wrote their profile over a user's
-    scenario or result file without a word. An older profile there is replaced.
+    scenario or result file without a word. An older profile there is replaced
+    (:func:`sim.atomic.refuse_replacing_foreign`).
 
     Raises:
         ConfigError: naming ``--out`` and how to go on.
     """
-    import yaml
+    from specsched.sim.atomic import refuse_replacing_foreign
 
-    p = Path(out)
-    if not p.is_file():
-        return
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8", errors="replace"))
-    except yaml.YAMLError:
-        data = None
-    if isinstance(data, dict) and "gpu" in data:
-        return
-    raise ConfigError("<command line>", "--out", str(out), "exists and is not a profile (it has no gpu): not replaced; "
-                      "give another file, or remove it first")
+    refuse_replacing_foreign(out, lambda data: isinstance(data, dict) and "gpu" in data,
+                             "is not a profile (it has no gpu)")
 
 
 def _suffixed_profile_file(name: str, relative_to: str | Path | None) -> str | None:
