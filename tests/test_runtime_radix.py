@@ -177,7 +177,7 @@ def test_a_prefix_from_the_cache_gives_the_tokens_of_the_whole_prompt_alone():
     tree's, after A inserted its prompt), C prefills whole and hands its copies of the shared
     prefix back as duplicates (its row then points at the tree's); both decode greedily the
     same tokens as their prompt run alone on a fresh model."""
-    from tests.test_runtime_model import greedy_reference, make, tokens
+    from tests.test_runtime_model import make, tokens
 
     dev, _, r = make("cpu", max_reqs=4)
     pool = r.pool
@@ -202,20 +202,26 @@ def test_a_prefix_from_the_cache_gives_the_tokens_of_the_whole_prompt_alone():
     present, _ = cache.insert_from(prompts["c"].tolist(), owner="c")
     assert present == 40 and pool.num_free_slots == free + 40 and pool.shared[rows["c"]] == 48
     assert torch.equal(pool.req_to_token[rows["c"], :40], pool.req_to_token[rows["a"], :40])
-    out = {k: [] for k in ("b", "c")}
-    first = {"b": r.pool.last_token[rows["b"]].item(), "c": r.pool.last_token[rows["c"]].item()}
-    for k in out:
-        out[k].append(first[k])
+    _decodes_as_alone_then_frees_every_slot(r, rows, prompts, ("b", "c"), cache, node_a, slots)
+
+
+def _decodes_as_alone_then_frees_every_slot(r, rows, prompts, keys, cache, locked, slots) -> None:
+    """The rows ``keys`` decode greedily the tokens their prompts alone give (5 steps after
+    the extend's first token); then every row goes, the ``locked`` node is let go and every
+    cached token evicted: each slot is back on the free list once."""
+    from tests.test_runtime_model import greedy_reference
+
+    pool = r.pool
+    out = {k: [pool.last_token[rows[k]].item()] for k in keys}
     for _ in range(5):
-        toks = r.decode([rows["b"], rows["c"]]).tokens[:, 0].tolist()
-        out["b"].append(toks[0])
-        out["c"].append(toks[1])
-    assert out["b"] == greedy_reference("cpu", [prompts["b"]], 6)[0]
-    assert out["c"] == greedy_reference("cpu", [prompts["c"]], 6)[0]
-    # every row goes, then every cached token: each slot back on the free list once
+        toks = r.decode([rows[k] for k in keys]).tokens[:, 0].tolist()
+        for k, t in zip(keys, toks, strict=True):
+            out[k].append(t)
+    for k in keys:
+        assert out[k] == greedy_reference("cpu", [prompts[k]], 6)[0], k
     for row in rows.values():
         r.free_request(row)
-    cache.dec_lock_ref(node_a)
+    cache.dec_lock_ref(locked)
     cache.evict(10**6)
     assert pool.tree_slots == 0 and len(slots) == 0
     assert sorted(pool.free_slots.tolist()) == list(range(1, pool.num_slots + 1))
@@ -381,7 +387,7 @@ def test_a_paged_prefix_from_the_cache_gives_the_tokens_of_the_whole_prompt_alon
     matches 32 or 40 (whole pages) and extends the rest; C prefills whole, hands its copies of
     the shared pages back as duplicates and its own whole pages to a new leaf, keeping its
     partial page. Each decodes greedily the tokens its prompt alone gives."""
-    from tests.test_runtime_model import greedy_reference, make, tokens
+    from tests.test_runtime_model import make, tokens
 
     dev, _, r = make("cpu", max_reqs=4)
     pool = r.pool
@@ -406,16 +412,4 @@ def test_a_paged_prefix_from_the_cache_gives_the_tokens_of_the_whole_prompt_alon
     assert pool.shared[rows["c"]] == 48 and pool.reserved[rows["c"]] == 50
     assert torch.equal(pool.req_to_token[rows["c"], :n], pool.req_to_token[rows["a"], :n])
     assert pool.tree_slots == len(slots) == cache.total_size == 48 + 48 - n
-    out = {k: [pool.last_token[rows[k]].item()] for k in prompts}
-    for _ in range(5):
-        toks = r.decode([rows[k] for k in prompts]).tokens[:, 0].tolist()
-        for k, t in zip(prompts, toks, strict=True):
-            out[k].append(t)
-    for k in prompts:
-        assert out[k] == greedy_reference("cpu", [prompts[k]], 6)[0], k
-    for row in rows.values():
-        r.free_request(row)
-    cache.dec_lock_ref(node_a)
-    cache.evict(10**6)
-    assert pool.tree_slots == 0 and len(slots) == 0
-    assert sorted(pool.free_slots.tolist()) == list(range(1, pool.num_slots + 1))
+    _decodes_as_alone_then_frees_every_slot(r, rows, prompts, tuple(prompts), cache, node_a, slots)
