@@ -202,9 +202,9 @@ class ModelRunner(SpecCycle):
         self.window = spec_window
         self.gamma = spec_window - 1
         self.topk = topk
-        # a tree's serial draft steps + 1 (SGLang's speculative_num_steps)
-        self.draft_steps = num_steps or spec_window - 1
-        self.tree = draft_tree_shape(self.draft_steps, spec_window) if topk > 1 else None
+        # the serial draft steps + 1 (SGLang's speculative_num_steps; a tree's depth)
+        self.num_steps = num_steps or spec_window - 1
+        self.tree = draft_tree_shape(self.num_steps, spec_window) if topk > 1 else None
         # the most drafts one cycle accepts: a tree's spine, else every draft
         self.accept_max = self.tree.spine if self.tree is not None else self.gamma
         self.attn_impl = attn_impl

@@ -171,7 +171,7 @@ class SpecCycle:
     external_kv: bool
     chain: bool
     topk: int
-    draft_steps: int
+    num_steps: int
     accept_max: int
     tree: TreeShape | None
     tree_anc: torch.Tensor | None
@@ -353,7 +353,7 @@ class SpecCycle:
         pad = torch.full((b * k,), PAD_SLOT, dtype=torch.int64, device=tok.device)
         # every one of the num_steps - 1 serial steps runs, however few drafts the tree keeps
         # (draft_forward's loop breaks at the last step only); the spine takes the first ones
-        for i in range(self.draft_steps - 1):
+        for i in range(self.num_steps - 1):
             attn = self._uniform_attn(rows_t, q_pos, pad, ctx)
             rope = (n + i)[:, None].expand(b, k).reshape(-1)
             hidden = self.drafter(tok.reshape(-1), rope, attn, self.draft_kv)
