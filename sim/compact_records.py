@@ -83,8 +83,14 @@ class ItlSamples:
         if self._times:
             n = len(self._times)
             t = np.frombuffer(struct.pack(f"{n}d", *self._times), dtype=np.float64)
-            # the last count is 0 (add_stream)
-            c = np.frombuffer(struct.pack(f"{n}i", *self._counts), dtype=np.int32)[:-1]
+            # the last count is 0 (add_stream); the counts as one byte each while they fit
+            # (a step's multiplicities: batch sizes, tokens of a chunk), which ``bytes``
+            # checks value by value: half the instructions of the int32 pack, the same
+            # integers once widened to int32 below
+            try:
+                c = np.frombuffer(bytes(self._counts), dtype=np.uint8)[:-1]
+            except ValueError:   # a count above 255
+                c = np.frombuffer(struct.pack(f"{n}i", *self._counts), dtype=np.int32)[:-1]
             keep = c != 0
             extend_column(self.values, (t[1:] - t[:-1])[keep], "f8")
             extend_column(self.weights, c[keep], "i4")

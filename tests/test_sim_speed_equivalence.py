@@ -692,7 +692,7 @@ def test_population_mean_is_the_per_node_mean(logits, spread):
 
 
 @settings(max_examples=150, deadline=None)
-@given(ops=st.lists(st.tuples(st.sampled_from(["single", "pair", "gaps", "array"]), st.integers(1, 30),
+@given(ops=st.lists(st.tuples(st.sampled_from(["single", "pair", "gaps", "wide", "array"]), st.integers(1, 30),
                               st.integers(0, 2**31)), max_size=40),
        small_flush=st.booleans())
 def test_itl_stream_stores_the_pairs_in_order(ops, small_flush):
@@ -700,7 +700,9 @@ def test_itl_stream_stores_the_pairs_in_order(ops, small_flush):
     subtracted at the copy) and arrays give the values and multiplicities, in the order
     added (arrays first at each copy, then the stream; zero multiplicities dropped), that
     a plain list of pairs gives; copies in between change nothing else. Fails if the
-    stream's times are paired across pieces or its order is lost."""
+    stream's times are paired across pieces or its order is lost, or if a multiplicity
+    above 255 (``wide``: a step of a large batch) is cut to the byte the copy packs the
+    smaller ones in."""
     from specsched.sim.compact_records import ItlSamples
 
     a = ItlSamples()
@@ -735,7 +737,7 @@ def test_itl_stream_stores_the_pairs_in_order(ops, small_flush):
             arrays.extend(zip(v.tolist(), w.tolist(), strict=True))
         else:
             times = np.cumsum(rng.exponential(0.01, k)).tolist()
-            counts = rng.integers(0, 3, k - 1).tolist()
+            counts = rng.integers(0, 3 if kind == "gaps" else 1 << 20, k - 1).tolist()
             a.add_gaps(times, counts)
             stream.extend((times[j + 1] - times[j], c) for j, c in enumerate(counts))
         if small_flush:
