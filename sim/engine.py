@@ -150,35 +150,40 @@ class SimEngine(Clients, EngineStretch):
 
     def __init__(self, scenario: Scenario, profile: Profile | None = None, seed: int | None = None,
                  *, fast_forward: bool = True, records: str = "auto") -> None:
-        self.scenario = scenario
-        self.seed = scenario.seed if seed is None else seed
-        # host work at the scenario's host speed (sim/host_speed.py; factor 1: this profile)
-        self.profile = self._host_conditioned(profile or load_profile(scenario.profile, scenario.path or None))
-        verifier = scenario.server.verifying_server()   # the accept lengths are drawn at its window and tree
-        self.acceptance = AcceptanceModel(scenario.acceptance, verifier.accept_window, self.seed, draft_tree(verifier))
-        w = scenario.workload
-        self._finish_reacts = w.kind in ("closed_loop", "multi_turn") or (w.kind in ("poisson", "trace") and w.max_concurrency is not None)
-        self._init_host(scenario.server, DeviceTokens(self.acceptance), fast_forward)
-        self.specs = make_requests(scenario.workload, self.seed, scenario.path or None)
-        self.offered_arrival_span_s: float | None = None   # set by _start_clients for poisson / trace
-        from specsched.sim.defaults import hardware_of
-        from specsched.sim.served import served_requests
+        # the collector is off while the requests are built too, as during the run
+        # (sim/gc_pause.py): a million-request workload is millions of long-lived objects,
+        # over which the allocation-triggered collections walked for nothing (~0.9 s of a
+        # 1M run's ~2.4 s of set-up, docs/performance.md)
+        with collector_paused():
+            self.scenario = scenario
+            self.seed = scenario.seed if seed is None else seed
+            # host work at the scenario's host speed (sim/host_speed.py; factor 1: this profile)
+            self.profile = self._host_conditioned(profile or load_profile(scenario.profile, scenario.path or None))
+            verifier = scenario.server.verifying_server()   # the accept lengths are drawn at its window and tree
+            self.acceptance = AcceptanceModel(scenario.acceptance, verifier.accept_window, self.seed, draft_tree(verifier))
+            w = scenario.workload
+            self._finish_reacts = w.kind in ("closed_loop", "multi_turn") or (w.kind in ("poisson", "trace") and w.max_concurrency is not None)
+            self._init_host(scenario.server, DeviceTokens(self.acceptance), fast_forward)
+            self.specs = make_requests(scenario.workload, self.seed, scenario.path or None)
+            self.offered_arrival_span_s: float | None = None   # set by _start_clients for poisson / trace
+            from specsched.sim.defaults import hardware_of
+            from specsched.sim.served import served_requests
 
-        # the requests as the server runs them (outputs cut, rejected rows marked), and the
-        # (request, asked, run) of each cut output; turns past the context or pool refused
-        self.specs, self.output_cuts = served_requests(scenario, self.specs, hardware_of(self.profile), self.seed)
-        if records == "auto":
-            tokens = sum(s.output_len for s in self.specs)
-            records = "compact" if tokens > AUTO_COMPACT_TOKENS else "full"
-        self.env = simpy.Environment()
-        self.rec = Recorder(records)
-        if w.kind == "trace":   # rows the server rejects (sim/served.py trace_aborts) count as failed
-            self.rec.mark_aborted({s.index: s.abort for s in self.specs if s.abort is not None})
-            self.rec.mark_no_text(s.index for s in self.specs if s.prefill_only)   # cut to max_new_tokens 0
-        self._tokenizer_free = 0.0
-        self._finish_events: dict[int, simpy.Event] = {}
-        self._remaining = len(self.specs)
-        self.all_done = self.env.event()
+            # the requests as the server runs them (outputs cut, rejected rows marked), and the
+            # (request, asked, run) of each cut output; turns past the context or pool refused
+            self.specs, self.output_cuts = served_requests(scenario, self.specs, hardware_of(self.profile), self.seed)
+            if records == "auto":
+                tokens = sum(s.output_len for s in self.specs)
+                records = "compact" if tokens > AUTO_COMPACT_TOKENS else "full"
+            self.env = simpy.Environment()
+            self.rec = Recorder(records)
+            if w.kind == "trace":   # rows the server rejects (sim/served.py trace_aborts) count as failed
+                self.rec.mark_aborted({s.index: s.abort for s in self.specs if s.abort is not None})
+                self.rec.mark_no_text(s.index for s in self.specs if s.prefill_only)   # cut to max_new_tokens 0
+            self._tokenizer_free = 0.0
+            self._finish_events: dict[int, simpy.Event] = {}
+            self._remaining = len(self.specs)
+            self.all_done = self.env.event()
 
     def _host_conditioned(self, profile: Profile) -> Profile:
         """``profile`` at the scenario's host speed (``host.speed_factor``, ``host.reference_work_s``;

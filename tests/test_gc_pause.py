@@ -1,5 +1,6 @@
 """The cyclic garbage collector is off while a simulation runs (sim/gc_pause.py).
 
+- the collector is off while the engine builds its requests and while it runs;
 - the collector is restored after a run, also when the run raises, and a caller's own
   ``gc.disable()`` is left as it was (only the outermost pause re-enables);
 - bounded memory, the condition for keeping it off: a run leaves a fixed handful of
@@ -41,6 +42,34 @@ def test_the_collector_is_off_during_a_run_and_restored_after(monkeypatch):
     assert gc.isenabled()
     SimEngine(_poisson(3), tiny_profile()).run()
     assert seen == [False] and gc.isenabled()
+
+
+def test_the_collector_is_off_while_the_engine_builds_its_requests(monkeypatch):
+    """The workload's requests (millions of long-lived objects at 1M requests) are built
+    with the collector off, as the run is; it is back on once the engine is built, also
+    when building raises."""
+    from specsched.sim import engine
+
+    seen = []
+    real = engine.make_requests
+
+    def spy(*a, **k):
+        seen.append(gc.isenabled())
+        return real(*a, **k)
+
+    monkeypatch.setattr(engine, "make_requests", spy)
+    assert gc.isenabled()
+    SimEngine(_poisson(3), tiny_profile())
+    assert seen == [False] and gc.isenabled()
+
+    def boom(*a, **k):
+        assert not gc.isenabled()
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(engine, "make_requests", boom)
+    with pytest.raises(RuntimeError, match="boom"):
+        SimEngine(_poisson(3), tiny_profile())
+    assert gc.isenabled()
 
 
 def test_the_collector_is_restored_when_the_run_raises(monkeypatch):
