@@ -4,6 +4,7 @@ invariants and for non-finite figures.
     python benchmarks/fuzz.py --minutes 30            # nice it on a shared machine
     python benchmarks/fuzz.py --minutes 1 --seed 7 --out fuzz-report.json
     python benchmarks/fuzz.py --cases 400 --kinds pd,dp # deployments: disaggregated, DP attention
+    python benchmarks/fuzz.py --cases 400 --kinds client  # no ignore_eos, priorities, intervals, multi-turn
 
 The scenarios come from hypothesis strategies (:func:`cases`) built to reach the corners a
 uniform draw misses: chunks as small as a page, pages of 1-64 tokens, mixed chunk with a
@@ -14,7 +15,10 @@ positive grids, zero host costs, a draft-step grid for chain drafters). The same
 strategies drive tests/test_fuzz.py. ``--kinds`` picks what is drawn (:data:`KINDS`): ``plain``
 one server, ``dp`` one DP-attention server (2-4 ranks, :func:`dp_cases`), ``pd`` a
 prefill-decode deployment (1-3 servers per role, either role maybe with DP attention,
-num_reserved_decode_tokens 0 to 512, tight decode pools, a KV transfer: :func:`pd_cases`).
+num_reserved_decode_tokens 0 to 512, tight decode pools, a KV transfer: :func:`pd_cases`),
+``client`` one server with what the others leave at its default (requests without ignore_eos,
+priorities and preemption, the recv and stream intervals, gamma arrivals, the prefill cadence
+knobs, multi-turn and shared-prefix workloads: :func:`client_cases`).
 A scenario the models refuse (ConfigError) is counted, not failed, and so is a request the
 run refuses as never schedulable (UnschedulableRequest, counted apart); any other exception
 (Stalled included), an invariant violation, a non-finite summary figure or a run past its
@@ -23,7 +27,7 @@ hypothesis shrinks it and the report keeps the smallest example.
 
 Invariants (names as in docs/architecture.md; docs/reliability.md lists them with their tests):
 INV-1 running <= max_running_requests; INV-2 KV within capacity; INV-3 KV balance (nothing
-held at the end); INV-4 each request finishes once with exactly its output length; INV-5
+held at the end but the radix cache's unlocked prefixes); INV-4 each request finishes once with exactly its output length; INV-5
 tokens conserved (device commits == client deliveries, but for the tokens the forward in flight committed for a request aborted out of memory, which the server drops: INV-OOM); INV-7 fast path == step by step;
 and here also TIMES (0 < TTFT <= E2E), CLIENT-CAP (requests in flight, from the requests
 table's send and finish times, never above workload.concurrency / max_concurrency), GPU-SERIAL (launches never overlap on the stream),
@@ -207,9 +211,11 @@ def cases(draw: Any, hostile_profiles: bool = False, swa: bool = False) -> tuple
 
 
 
-KINDS = ("plain", "pd", "dp")
+KINDS = ("plain", "pd", "dp", "client")
 """What :func:`kind_cases` draws: ``plain`` one colocated server (:func:`cases`), ``dp`` one
-DP-attention server (:func:`dp_cases`), ``pd`` a prefill-decode deployment (:func:`pd_cases`)."""
+DP-attention server (:func:`dp_cases`), ``pd`` a prefill-decode deployment (:func:`pd_cases`),
+``client`` one server with the client and scheduler features the others leave at their
+defaults (:func:`client_cases`)."""
 
 
 def _dp_server(draw: Any, server: dict[str, Any]) -> dict[str, Any]:
@@ -272,11 +278,65 @@ def pd_cases(draw: Any, hostile_profiles: bool = False) -> tuple[dict[str, Any],
     return scenario, profile, slow
 
 
+@st.composite
+def client_cases(draw: Any, hostile_profiles: bool = False) -> tuple[dict[str, Any], dict[str, Any], bool]:
+    """A :func:`cases` case (one server, maybe with DP attention) with what the other kinds
+    leave at its default: requests sent without ``ignore_eos`` (admission reserves the
+    decayed new_token_ratio, so tight pools retract), priorities with priority scheduling
+    and its preemption knobs, ``scheduler_recv_interval`` and ``stream_interval`` above 1,
+    gamma arrivals (``burstiness``), ``prefill_decode_interval`` and
+    ``prefill_max_requests``, and the ``multi_turn`` and ``shared_prefix`` workloads, whose
+    shared prefixes the radix cache keeps (INV-3 counts what it holds at the end)."""
+    scenario, profile, slow = draw(cases(hostile_profiles))
+    srv, w = scenario["server"], scenario["workload"]
+    if draw(st.booleans()):
+        w["ignore_eos"] = False
+    if draw(st.integers(0, 2)) == 0:
+        srv.update(enable_priority_scheduling=True,
+                   priority_scheduling_preemption_threshold=draw(st.sampled_from([0, 1, 10])),
+                   disable_priority_preemption=draw(st.booleans()),
+                   schedule_low_priority_values_first=draw(st.booleans()),
+                   retraction_policy=draw(st.sampled_from(["length", "priority"])))
+        w["priorities"] = draw(st.lists(st.integers(-5, 30), min_size=1, max_size=4))
+        if srv["schedule_policy"] not in ("fcfs", "lof"):   # the orders priority scheduling reads
+            srv["schedule_policy"] = "fcfs"
+    if draw(st.integers(0, 3)) == 0:
+        srv["scheduler_recv_interval"] = draw(st.sampled_from([2, 5, 50]))
+    if draw(st.integers(0, 3)) == 0:
+        srv["stream_interval"] = draw(st.sampled_from([2, 3, 16]))
+    if draw(st.integers(0, 3)) == 0:
+        srv["prefill_decode_interval"] = draw(st.sampled_from([1, 3]))
+        srv["prefill_decode_interval_min_bs"] = draw(st.sampled_from([0, 2]))
+    if draw(st.integers(0, 3)) == 0:
+        srv["prefill_max_requests"] = draw(st.integers(1, 4))
+    if w["kind"] == "poisson" and draw(st.booleans()):
+        w["burstiness"] = draw(st.sampled_from([0.05, 0.5, 3.0]))
+        if w["request_rate"] == math.inf:
+            w["request_rate"] = 50.0
+    shape = draw(st.sampled_from(["lengths", "lengths", "multi_turn", "shared_prefix"]))
+    if shape == "multi_turn":
+        for key in ("num_requests", "input_len", "max_concurrency", "request_rate", "burstiness"):
+            w.pop(key, None)
+        w.update(kind="multi_turn", concurrency=draw(st.integers(1, 6)), multi_turn={
+            "num_conversations": draw(st.integers(1, 6)), "num_turns": draw(st.integers(1, 4)),
+            "system_prompt_len": draw(st.sampled_from([0, 7, 100])),
+            "first_prompt_len": {"kind": "uniform", "value": draw(st.integers(1, 300)), "range_ratio": 0.5},
+            "user_len": {"kind": "uniform", "value": draw(st.integers(1, 100)), "range_ratio": 0.5},
+            "think_time_s": draw(st.sampled_from([0.0, 0.01]))})
+    elif shape == "shared_prefix":
+        w.pop("num_requests"), w.pop("input_len")
+        w["shared_prefix"] = {"num_groups": draw(st.integers(1, 4)), "prompts_per_group": draw(st.integers(1, 8)),
+                              "system_prompt_len": draw(st.integers(1, 400)), "question_len": draw(st.integers(1, 100))}
+    if draw(st.integers(0, 4)) == 0:
+        srv.update(_dp_server(draw, srv))
+    return scenario, profile, slow
+
+
 def kind_cases(kinds: tuple[str, ...] = ("plain",), hostile_profiles: bool = False,
                swa: bool = False) -> st.SearchStrategy:
     """Cases of the ``kinds`` (names in :data:`KINDS`), each kind drawn equally often."""
     made = {"plain": lambda: cases(hostile_profiles, swa), "pd": lambda: pd_cases(hostile_profiles),
-            "dp": lambda: dp_cases(hostile_profiles)}
+            "dp": lambda: dp_cases(hostile_profiles), "client": lambda: client_cases(hostile_profiles)}
     return st.one_of(*[made[k]() for k in kinds])
 
 
@@ -305,13 +365,24 @@ def schedulers(eng: SimEngine) -> list[tuple[str, str, Scheduler]]:
 
 def _check_scheduler(label: str, role: str, r: Scheduler, need: Any) -> None:
     """One scheduler's invariants at the end of a run: INV-2 (its KV peak within its own
-    pool; the SWA pool too), INV-3 (nothing held: a prefill server keeps only what its radix
-    cache owns, through the requests' allocations) and every queue drained (no request left
-    waiting, running, in flight, preallocated, in transfer or retracted)."""
+    pool; the SWA pool too), INV-3 (nothing held but what the radix cache keeps: on a
+    prefill server, through the requests' allocations; on a colocated server, the prefixes
+    its tree still stores, every one unlocked, i.e. evictable: multi-turn histories, shared
+    system prompts) and every queue drained (no request left waiting, running, in flight,
+    preallocated, in transfer or retracted)."""
     kv = r.kv
     need(kv.peak <= kv.capacity, f"INV-2 KV peak within capacity ({label}: {kv.peak} > {kv.capacity})")
-    held = sum(q.kv_allocated for q in r.reqs.values()) if role == "prefill" else 0
-    need(kv.used == held, f"INV-3 KV balance: nothing held at the end ({label}: {kv.used} held)")
+    cache = getattr(r, "cache", None)
+    if role == "prefill":
+        held = sum(q.kv_allocated for q in r.reqs.values())
+    elif cache is not None:
+        held = cache.total_size
+        need(cache.evictable_size == held, f"INV-3 KV balance: the radix cache unlocked at the end "
+             f"({label}: {cache.evictable_size} of {held} evictable)")
+    else:
+        held = 0
+    need(kv.used == held, f"INV-3 KV balance: nothing held at the end ({label}: {kv.used} held, "
+         f"{held} in the radix cache)")
     if r.server.sliding_window_size is not None:
         need(kv.swa_used == 0 and kv.swa_peak <= kv.swa_capacity, f"INV-8 SWA pool: within capacity, empty at the end ({label})")
     # a finished request may still sit in the running batch: the next pass filters it

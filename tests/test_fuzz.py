@@ -29,6 +29,19 @@ ISSUE_13_MIXED_SMALL_CHUNK = (
 )
 
 
+# three conversations of three turns sharing a system prompt: their histories stay in the
+# radix cache after the run
+MULTI_TURN_CASE = (
+    {"name": "t", "profile": "fuzz", "seed": 2,
+     "server": {"max_total_num_tokens": 20_000},
+     "workload": {"kind": "multi_turn", "concurrency": 2, "output_len": {"value": 8},
+                  "multi_turn": {"num_conversations": 3, "num_turns": 3, "system_prompt_len": 40,
+                                 "first_prompt_len": {"value": 30}, "user_len": {"value": 10}}}},
+    ISSUE_13_MIXED_SMALL_CHUNK[1],
+    False,
+)
+
+
 # a full-suite run's UnschedulableRequest: EAGLE top-up 128 (topk 2, page 16), mixed chunk,
 # KV pool 309, max_running_requests 2, chunk 20, 7 requests ~127 in / 4 out: a chunked
 # prompt filled the pool the lone running request's next top-up needed
@@ -194,6 +207,25 @@ def test_fuzzed_deployments_keep_every_invariant(case):
     """Disaggregated deployments and DP-attention servers: every scheduler's invariants,
     the prefill->decode handoff, no hang (run_case raises on any of them)."""
     assert fuzz.run_case(*case) in ("ran", "refused", "unschedulable")
+
+
+@settings(max_examples=20, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(fuzz.kind_cases(("client",)))
+def test_fuzzed_client_and_scheduler_features_keep_every_invariant(case):
+    """The features the other kinds leave at their defaults (ignore_eos off, priorities
+    with preemption, the recv and stream intervals, gamma arrivals, the prefill cadence
+    knobs, multi-turn and shared-prefix workloads whose prefixes the radix cache keeps)."""
+    assert fuzz.run_case(*case) in ("ran", "refused", "unschedulable")
+
+
+def test_kv_a_radix_cache_keeps_is_not_a_leak():
+    """INV-3 counts what the radix cache still holds at the end (unlocked, evictable) as
+    held by no request: a multi-turn run keeps its conversations' prefixes there."""
+    sc, eng, res = _engine(MULTI_TURN_CASE)
+    assert eng.sched.cache.total_size > 0 and eng.sched.kv.used == eng.sched.cache.total_size
+    assert fuzz.check_run(sc, eng, res) == []
+    eng.sched.kv.used += 1   # one token no request nor the cache accounts for
+    assert any(v.startswith("INV-3") for v in fuzz.check_run(sc, eng, res))
 
 
 def test_check_run_reads_every_scheduler_of_a_deployment():
