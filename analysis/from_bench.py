@@ -1546,7 +1546,12 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
                              f"{state_with})")
             else:
                 notes.append(f"acceptance: mean accept length {acc:.3f} from the line{since}")
-    if acc is None and spec and not template:
+    if acc is None and spec and not template and not acceptance and _prefill_only(run):
+        sc["acceptance"] = {"mean_accept_length": 1.0}
+        notes.append("acceptance: the line states no accept length and none of its requests generated past its "
+                     "prefill's token, so no verify ran (SGLang writes null until one has): the accept length changes "
+                     "nothing here; 1.0 is filled in")
+    elif acc is None and spec and not template:
         if not acceptance:
             raise _no_accept_length(run, sc["server"], state_with)
         sc["acceptance"] = dict(acceptance)
@@ -1576,12 +1581,28 @@ def null_accept_length(run: BenchRun, state_with: str = "--template") -> ConfigE
     no accept length (:func:`_no_accept_length`), else None: a fit of a whole file leaves such a
     line out instead (the first short run after a launch writes null; the file's later lines
     carry one)."""
-    if _accept_length(run) is not None:
+    if _accept_length(run) is not None or _prefill_only(run):
         return None
     server = _server(run, [], state_with)
     if not SpecAlgorithm(server.get("speculative_algorithm", "none")).enabled:
         return None
     return _no_accept_length(run, server, state_with)
+
+
+def _prefill_only(run: BenchRun) -> bool:
+    """Whether no request of ``run`` generated past the token its prefill makes (a TTFT
+    benchmark, ``--random-output-len 1``): its successful requests' ``output_lens`` (details)
+    are all at most 1, or without details its completed requests generated at most one token
+    each on the whole (``total_output_tokens`` <= ``completed``; a successful request has at
+    least its prefill's token). Such a run never verifies, so a speculative server's accept
+    length is null in its line (SGLang 0.5.23 internal_state.py ``_average_accept_length``:
+    None while ``spec_total_num_forward_ct`` is 0) and no accept length changes its
+    prediction."""
+    d = run.details
+    if d is not None and d.ok.any():
+        return bool((d.output_lens[d.ok] <= 1).all())
+    n, tout = run.summary.get("completed"), run.summary.get("total_output_tokens")
+    return bool(n) and tout is not None and tout <= n
 
 
 def _no_accept_length(run: BenchRun, server: dict[str, Any], state_with: str) -> ConfigError:

@@ -1199,6 +1199,33 @@ def test_a_speculative_lines_null_accept_length_is_named_and_can_be_given(tmp_pa
     assert load_scenario("v/from-bench.yaml").acceptance.mean_accept_length == 2.5
 
 
+def test_a_speculative_line_of_one_token_outputs_needs_no_accept_length(tmp_path, capsys, monkeypatch):
+    """A TTFT benchmark (``--random-output-len 1``) against a speculative server: every request
+    ends with its prefill's token, the server never verifies, so SGLang 0.5.23 writes
+    ``accept_length`` null (internal_state.py ``_average_accept_length``: None while
+    ``spec_total_num_forward_ct`` is 0). The line was refused for an accept length that can
+    change nothing; now the scenario is built with an accept length of 1.0, said in a note.
+    A line whose requests did decode still needs one (the test above)."""
+    monkeypatch.chdir(tmp_path)
+    obj = json.loads((ROOT / "tests" / "data" / "bench" / "sglang-0.5.23-full-server-info.jsonl").read_text().splitlines()[0])
+    assert obj["server_info"]["speculative_algorithm"]
+    obj["accept_length"] = None
+    obj["server_info"]["internal_states"][0].pop("avg_spec_accept_length", None)
+    obj["random_output_len"] = 1
+    obj["total_output_tokens"] = obj["completed"]
+    obj["output_lens"] = [1] * obj["completed"] if "output_lens" in obj else obj.get("output_lens")
+    (tmp_path / "s.jsonl").write_text(json.dumps(obj) + "\n")
+    assert main(["profile", "--analytic", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H200", "--tp", "1",
+                 "--drafter", "chain", "--out", "p.yaml"]) == 0
+    capsys.readouterr()
+    assert main(["scenario", "from-bench", "s.jsonl", "--profile", "p.yaml", "--out", "b.yaml"]) == 0
+    out = capsys.readouterr().out
+    assert "no verify ran" in out, out
+    sc = load_scenario("b.yaml")
+    assert sc.acceptance.mean_accept_length == 1.0 and sc.workload.output_len.value == 1
+    assert main(["run", "b.yaml"]) == 0
+
+
 def test_details_input_lens_counted_by_the_server_are_named_beside_the_asked_total(tmp_path):
     """SGLang 0.5.23 writes into ``input_lens`` each prompt as the server counted it
     (benchmark/serving.py ``_record_server_prompt_len``: BOS, chat template, re-tokenized
