@@ -141,6 +141,17 @@ def _distribution_panels(
     marks = {k: {q: v for q, v in m.items() if isinstance(v, (int, float)) and math.isfinite(v)}
              for k, m in (marks or {}).items()}
     marks = {k: m for k, m in marks.items() if m}
+    if not samples and not marks:
+        # a panel with nothing to draw (SGLang 0.4.0-0.4.1 lines state a median ITL but no
+        # TPOT): said on the panel; its empty legend was a matplotlib UserWarning on stderr
+        for ax in (ax_cdf, ax_hist):
+            ax.text(0.5, 0.5, f"no {what} figure in the inputs", transform=ax.transAxes, ha="center",
+                    va="center", color="0.4")
+            ax.set_xticks([])
+            ax.set_yticks([])
+        ax_cdf.set_title(f"{what}: cumulative distribution")
+        ax_hist.set_title(f"{what}: histogram")
+        return
     colors = _colors(len(samples) + len(marks))
     finite = [v[np.isfinite(v)] * scale for v in samples.values()]
     finite += [np.array(list(m.values()), dtype=float) * scale for m in marks.values()]

@@ -450,6 +450,29 @@ def test_plot_of_a_line_without_details_draws_its_ttft_tpot_and_itl_percentiles_
     plots.plt.close(fig)
 
 
+def test_a_line_with_an_itl_but_no_tpot_figure_says_so_on_the_empty_panel(tmp_path, capsys, monkeypatch):
+    """SGLang 0.4.0's line states a median ITL and no TPOT: the TPOT panels had nothing to
+    draw, and their empty legend printed a matplotlib UserWarning (with a source line) on
+    stderr. The empty panels now say there is no TPOT figure; nothing else is printed."""
+    import warnings
+
+    from specsched.analysis import plots
+    from specsched.analysis.bench_cli import load_run_or_bench
+
+    monkeypatch.chdir(tmp_path)
+    f = Path(__file__).parent / "data" / "bench" / "sglang-0.4.0.jsonl"
+    run = load_run_or_bench(str(f))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = plots.plot_tpot_itl([], marks=[run])
+    texts = [t.get_text() for ax in fig.axes[:2] for t in ax.texts]
+    assert texts == ["no TPOT figure in the inputs"] * 2
+    assert [ln.get_marker() for ln in fig.axes[2].lines if ln.get_marker() == "X"] == ["X"]
+    plots.plt.close(fig)
+    assert main(["plot", str(f), "--out", "p"]) == 0
+    assert "Warning" not in capsys.readouterr().err
+
+
 def test_a_stream_ended_before_its_first_token_is_a_request_row_without_a_token(tmp_path):
     # sglang 0.5.23's client (benchmark/serving.py async_request_sglang_generate) records a
     # stream the server ends before any text as a success with TTFT 0.0 and the asked
