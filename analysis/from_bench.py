@@ -848,6 +848,7 @@ def _server(run: BenchRun, notes: list[str], state_with: str = "--template") -> 
         return {}
     info = _server_level_dp(info, notes)
     info = _effective_running(info, notes)
+    info = _launch_pool_cap(info, notes)
     info = _graph_args(info, notes)
     out: dict[str, Any] = {}
     for k in ServerArgs.model_fields:
@@ -905,7 +906,8 @@ def _server(run: BenchRun, notes: list[str], state_with: str = "--template") -> 
         v = info.get(key)
         if v is not None and v != u.default and isinstance(v, bool) == isinstance(u.default, bool):
             notes.append(f"server_info {key} {v!r} (SGLang's default {u.default!r}; not modelled): {u.measured.format(v=v)}")
-    own = ("disable_overlap_schedule", "min_free_slots_delay", "specsched", "attn_dp_size", *said, *GRAPH_KEYS,
+    own = ("disable_overlap_schedule", "min_free_slots_delay", "specsched", "attn_dp_size", "max_total_tokens",
+           *said, *GRAPH_KEYS,
            *SERVER_INFO_STATE)   # read above; specsched's own provenance (sim/bench_serving.py)
     unused = sorted(k for k, v in info.items() if v is not None and k not in ServerArgs.model_fields and k not in own)
     # the ones that cannot change the prediction (logging, metrics, ports: sim/sglang_launch_args.py)
@@ -1047,6 +1049,25 @@ def _server_level_dp(info: dict[str, Any], notes: list[str]) -> dict[str, Any]:
         said.append(f"schedule_conservativeness {sc:g} / {DP_CONSERVATIVENESS:g} (server_info holds the DP-scaled value)")
     notes.append("server: DP attention: " + "; ".join(said))
     return info
+
+
+def _launch_pool_cap(info: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """``--max-total-tokens`` as the scenario's KV pool where /server_info lacks the pool the
+    scheduler sized (``max_total_num_tokens``, the scheduler's info that ``build_server_info``
+    adds; null or absent in a trimmed or hand-saved server_info). SGLang 0.5.23 caps the
+    profiled pool by it (mem_cache/kv_cache_configurator.py ``_apply_token_constraints``:
+    min(profiled, max_total_tokens)), which is what a stated ``server.max_total_num_tokens``
+    means to the simulator too (sim/defaults.py: cut to the profiled pool where no memory holds
+    it). It was listed among the keys the model has no argument for, and the pool left at
+    specsched's default. Where the scheduler's pool is there, it is the one the server ran."""
+    cap = info.get("max_total_tokens")
+    if (info.get("max_total_num_tokens") is not None or not isinstance(cap, int) or isinstance(cap, bool)
+            or cap < 1):
+        return info
+    notes.append(f"server: max_total_num_tokens {cap}: server_info's max_total_tokens (--max-total-tokens, an upper "
+                 "bound SGLang takes the smaller of it and the profiled pool); the scheduler's max_total_num_tokens "
+                 "is not in it")
+    return {**info, "max_total_num_tokens": cap}
 
 
 def _effective_running(info: dict[str, Any], notes: list[str]) -> dict[str, Any]:

@@ -1321,3 +1321,24 @@ def test_a_mooncake_row_without_an_output_length_asks_256_as_bench_serving_does(
 
     tr = load_trace(load_scenario("s.yaml").workload.trace, scenario_path="s.yaml")
     assert tr.output_len.tolist() == [6, 256]
+
+
+@pytest.mark.parametrize("pool", [None, "absent"])
+def test_a_launch_pool_cap_sizes_the_pool_where_server_info_lacks_the_schedulers(pool):
+    """--max-total-tokens (server_info's ``max_total_tokens``) caps the KV pool SGLang profiles
+    (0.5.23 kv_cache_configurator.py ``_apply_token_constraints``). A server_info without the
+    scheduler's ``max_total_num_tokens`` (null, or trimmed away) had the cap listed among the
+    keys the model has no argument for and the pool left at specsched's default; where the
+    scheduler's pool is there, it stays the pool."""
+    info = {k: v for k, v in LINE["server_info"].items() if k not in ("max_total_num_tokens", "speculative_algorithm")}
+    if pool is None:
+        info["max_total_num_tokens"] = None
+    info["max_total_tokens"] = 50000
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info}, "f:1"), "h200-1b")
+    assert sc["server"]["max_total_num_tokens"] == 50000
+    assert any("max_total_tokens (--max-total-tokens" in a for a in sc["assumptions"])
+    assert not any("max_total_tokens=" in a for a in sc["assumptions"])
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": {**info, "max_total_num_tokens": 49152}}, "f:1"),
+                                "h200-1b")
+    assert sc["server"]["max_total_num_tokens"] == 49152
+    assert not any("max_total_tokens" in a for a in sc["assumptions"])
