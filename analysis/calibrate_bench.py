@@ -1604,6 +1604,37 @@ def _say_running_accept_lengths(runs: Sequence[Any]) -> None:
                   "each run's with --scenario-template", file=sys.stderr)
 
 
+def split_server_log(from_files: list[str], server_log: str | None) -> tuple[list[str], str | None]:
+    """``--from`` files less the SGLang server log among them, and the log the fit takes.
+
+    A user hands the fit everything the real server left, ``--from runs.jsonl server.log``:
+    the log (:func:`analysis.server_log.is_server_log`, a file named without ``:LINE``) is the
+    ``--server-log`` (it was refused as "not a bench_serving result"). The fit takes one log
+    (its decode steps are priced against one profile): a second one, or one beside
+    ``--server-log``, is refused in one line naming both.
+
+    Raises:
+        ConfigError: two server logs; ``--from`` holding nothing but the log."""
+    from specsched.analysis.server_log import is_server_log
+    from specsched.sim.bench_serving import split_spec
+
+    runs: list[str] = []
+    log = server_log
+    for f in from_files:
+        path, line = split_spec(f)
+        if line is None and is_server_log(path):
+            if log is not None:
+                raise ConfigError("<command line>", "--from", f, f"a second SGLang server log beside {log}: the fit "
+                                  "takes one (its decode steps join the fit); give the one of the server the runs measured")
+            log = f
+        else:
+            runs.append(f)
+    if not runs:
+        raise ConfigError("<command line>", "--from", log, "an SGLang server log alone: the fit needs bench_serving "
+                          "runs of that server too (--from RUNS.jsonl SERVER.log)")
+    return runs, log
+
+
 def cmd_calibrate_from(args: argparse.Namespace) -> int:
     """``specsched calibrate --from F1 F2 ... --profile P --out NEW``."""
     from specsched.analysis.server_log import (
@@ -1627,6 +1658,7 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
     if not params:   # "$PARAMS" unset: a fit of no factor ended in a numpy traceback after its first evaluation
         raise ConfigError("<command line>", "--params", args.params, "expected a comma-separated list of prefill, "
                           "decode, host, idle_lead or dotted profile keys")
+    args.from_files, args.server_log = split_server_log(args.from_files, args.server_log)
     runs = fit_runs(args.from_files, args.arrivals, agentic_args(args), template=args.scenario_template)
     from specsched.analysis.bench_cli import refuse_out_over_inputs
     from specsched.sim.bench_serving import split_spec
@@ -1750,7 +1782,8 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
 
     g = c.add_argument_group("fit to a real server's bench_serving runs (--from)")
     g.add_argument("--from", dest="from_files", nargs="+", metavar="FILE[:LINE]",
-                   help="bench_serving result files (every line of a FILE without :LINE)")
+                   help="bench_serving result files (every line of a FILE without :LINE); an SGLang server log "
+                        "among them is taken as --server-log")
     g.add_argument("--profile", help="profile to fit (name or path)")
     g.add_argument("--scenario-template", help="scenario giving server and acceptance when the lines lack server_info")
     g.add_argument("--params", default="prefill,decode,host",

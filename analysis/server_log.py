@@ -249,6 +249,33 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
     return df
 
 
+def is_server_log(path: str | Path) -> bool:
+    """Whether ``path`` is an SGLang server log rather than a benchmark client's output: its
+    first line that says which is a "Prefill batch"/"Decode batch" line (:func:`parse_line`),
+    before any line that starts a JSON value (bench_serving's ``--output-file``, vLLM's result
+    JSON) or carries the client's printed report title. Streamed, stopping at that line (a
+    server's start-up lines come before its first batch line); compressed files read as
+    :func:`parse_server_log` reads them. False for a missing or unreadable file, a pipe
+    (``-``: read once, by its reader) or a folder: the result readers name those."""
+    p = Path(path)
+    if str(path) == "-" or not p.is_file():
+        return False
+    try:
+        with open_text(p, "a benchmark result or an SGLang server log", errors="replace", newline="\n") as f:
+            for raw in f:
+                text = raw.lstrip("\ufeff \t\r\n\x00")
+                # a JSON object or list of objects; a logger's "[2026-01-01 10:00:00 TP0] ..." is no list
+                if text[:1] == "{" or re.match(r"\[\s*(?:[{\]]|$)", text):
+                    return False
+                if REPORT_TITLE in text:
+                    return False
+                if "batch" in text and parse_line(text.rstrip("\r\n"), 0) is not None:
+                    return True
+    except (ConfigError, *READ_ERRORS):
+        return False
+    return False
+
+
 def decode_step_samples(log: pd.DataFrame) -> pd.DataFrame:
     """Decode lines that time pure decode steps: the previous line of the same rank was a decode line,
     the queue is empty, throughput > 0, and the line states its KV tokens (:func:`kv_tokens`:

@@ -1915,3 +1915,17 @@ def test_a_measured_folders_line_keeps_its_clients_semantics(tmp_path, name):
     assert client_counting(back) == client_counting(src)
     assert back.details is not None and src.details is not None
     assert to_run_data(back).summary["itl_per_chunk"] == to_run_data(src).summary["itl_per_chunk"]
+
+
+def test_a_server_log_is_told_from_every_benchmark_client_file():
+    """:func:`is_server_log` (``calibrate --from`` takes a log among its files as the server
+    log): every SGLang log layout is one, from 0.2's ``[gpu=0]`` lines to 0.5.23's, and no
+    result file, printed report, trace or log without a batch line is."""
+    from specsched.analysis.server_log import is_server_log
+
+    logs = sorted((DATA / "logs").glob("sglang-*.log"))
+    others = [*BENCH, *sorted((DATA / "stdout").iterdir()), *sorted((DATA / "report").iterdir()),
+              *sorted((DATA / "traces").iterdir()), DATA / "logs" / "no-batch-lines.log"]
+    assert logs and all(is_server_log(p) for p in logs)
+    assert not [p.name for p in others if is_server_log(p)]
+    assert not is_server_log(DATA / "logs") and not is_server_log(DATA / "no-such.log")

@@ -312,6 +312,35 @@ def test_every_server_log_layout_through_calibrate(tmp_path, capsys, monkeypatch
     assert (name in (tmp_path / "fitted.yaml").read_text()) == (samples > 0)
 
 
+def test_a_server_log_among_the_from_files_joins_the_fit_as_the_server_log(tmp_path, capsys, monkeypatch):
+    """``calibrate --from runs.jsonl server.log.gz``, everything the real server left handed
+    to one option: the log (found by its batch lines, compressed or not, whatever its name)
+    was refused as "not a bench_serving result". It is now the --server-log, the fit and its
+    provenance the same as with the option; a second log, or a log alone, is one line, exit 2."""
+    import gzip
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN) + "\n")
+    log = DATA / "logs" / "sglang-0.3.6.log"
+    (tmp_path / "server.txt.gz").write_bytes(gzip.compress(log.read_bytes()))
+    base = ["calibrate", "--profile", "h200-1b", "--params", "decode", "--seeds", "1", "--max-evals", "2"]
+    assert main([*base, "--from", "run.jsonl", "--server-log", str(log), "--out", "a.yaml"]) == 0
+    want = capsys.readouterr().out
+    assert main([*base, "--from", "run.jsonl", "server.txt.gz", "--out", "b.yaml"]) == 0
+    got = capsys.readouterr().out
+    assert "server log server.txt.gz:" in got
+    strip = re.compile(r"server log \S+:|\d+\.\d s an evaluation|at most \S+ min more|wrote \S+")
+    assert strip.sub("", got) == strip.sub("", want)
+    assert "log server.txt.gz" in (tmp_path / "b.yaml").read_text()
+    before = set(tmp_path.iterdir())
+    for argv in (["--from", "run.jsonl", "server.txt.gz", "--server-log", str(log)],
+                 ["--from", "server.txt.gz"]):
+        assert main([*base, *argv, "--out", "c.yaml"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--from" in err[0] and "server log" in err[0], err
+    assert set(tmp_path.iterdir()) == before
+
+
 @pytest.mark.parametrize(("name", "accept"), [("sglang-0.4.6-eagle.log", None), ("sglang-0.3.6.log", 3.0)])
 def test_a_log_of_another_decoding_than_the_runs_server_is_refused(tmp_path, capsys, monkeypatch, name, accept):
     """A speculative server's log (accept len on its decode lines) with runs of a plain server,
