@@ -566,6 +566,22 @@ UNMODELLED: dict[str, Unmodelled] = {
         1.0, "not modelled: " + _ACCEPT_LENGTH,
         "a relaxed acceptance ({v}) raised the accept length: the prediction's is the line's or the scenario's"),
     "speculative_use_rejection_sampling": Unmodelled(False, "not modelled: " + _ACCEPT_LENGTH),
+    # arg_groups/fields/spec.py: "dynamically adjusts num_steps based on acceptance rate"
+    "speculative_adaptive": Unmodelled(
+        False, "not modelled: the draft steps follow the acceptance rate at run time, while the model runs the "
+               "stated window",
+        "the server adjusted its draft steps to the acceptance rate as it ran: the prediction runs the fixed window "
+        "(speculative_num_steps)"),
+    # arg_groups/fields/schedule.py; managers/scheduler.py builds a PrefillDelayer
+    # (managers/prefill_delayer.py) on a prefill-capable server: the DP ranks negotiate each
+    # pass whether to prefill, a rank holding its prefill up to prefill_delayer_max_delay_passes
+    "enable_prefill_delayer": Unmodelled(
+        False, "not modelled: the DP ranks negotiate each pass whether to prefill (managers/prefill_delayer.py "
+               "PrefillDelayer), holding a waiting prefill for up to prefill_delayer_max_delay_passes passes, while "
+               "the model admits it at once",
+        "prefills were held by the prefill delayer (up to prefill_delayer_max_delay_passes passes, "
+        "managers/prefill_delayer.py) while the DP ranks negotiated: the prediction admits them at once (TTFT short "
+        "under load)"),
     "load_balance_method": Unmodelled(
         "auto", "not modelled: requests go to the DP ranks round-robin (data_parallel_controller.py "
                 "round_robin_scheduler; on a disaggregated prefill server, by the router's bootstrap room)", accepts=_load_balance_runs,
