@@ -246,7 +246,31 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
     df = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
     df["time"] = pd.to_datetime(df["time"], errors="coerce", format="mixed")
     df["rank"] = df["rank"].fillna("")
-    return df
+    return first_pipeline_stage(df, str(p))
+
+
+def first_pipeline_stage(log: pd.DataFrame, path: str) -> pd.DataFrame:
+    """The lines of a pipeline-parallel server's first stage, with a ``warning:`` line.
+
+    With ``--pp-size N`` every stage runs a scheduler of its own, and each stage's first
+    attention-TP rank logs the batch lines (0.5.23 observability/metrics_collector.py
+    ``is_stats_logging_rank``: attn_tp_rank 0, whatever the PP rank), its logger prefix naming
+    the stage (scheduler.py: `` PP<p>`` when pp_size > 1): each batch is logged N times. They
+    were read as N times the batches (prefill batches and decode lines doubled, each decode
+    step a sample twice). The first stage's lines are kept (the stage that takes new requests);
+    the warning says the steps are a pipeline's, which the model does not have (``pp_size``
+    is not modelled: sim/sglang_launch_args.py)."""
+    stage = log["rank"].astype(str).str.extract(r"\bPP(\d+)\b")[0]
+    if stage.dropna().nunique() < 2:
+        return log
+    n = stage.dropna().nunique()
+    first = stage.dropna().astype(int).min()
+    keep = stage.isna() | (stage.astype(float) == first)
+    print(f"warning: {path}: lines of {n} pipeline-parallel stages (PP ranks in the logger prefix), each logging "
+          f"every batch: the PP{first} stage's {int(keep.sum())} of {len(log)} batch lines are read; its steps are "
+          "a pipeline's, which the model does not have (pp_size is not modelled): a fit to them prices them as one "
+          "server's forwards", file=sys.stderr)
+    return log[keep].reset_index(drop=True)
 
 
 def is_server_log(path: str | Path) -> bool:

@@ -1929,3 +1929,15 @@ def test_a_server_log_is_told_from_every_benchmark_client_file():
     assert logs and all(is_server_log(p) for p in logs)
     assert not [p.name for p in others if is_server_log(p)]
     assert not is_server_log(DATA / "logs") and not is_server_log(DATA / "no-such.log")
+
+
+def test_a_pipeline_parallel_log_is_read_as_its_first_stages_batches(capsys):
+    """SGLang 0.5.23 with --pp-size 2 logs every batch once per stage (``PP0 TP0`` and
+    ``PP1 TP0``): they were read as twice the batches, each decode step a sample twice. The
+    first stage's lines are read, with one warning that a pipeline's steps are not modelled."""
+    log = parse_server_log(LOGS / "sglang-0.5.23-pp2.log")
+    assert set(log["rank"]) == {"PP0 TP0"} and len(log) == 5
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "2 pipeline-parallel stages" in err[0] and "pp_size is not modelled" in err[0]
+    assert prefill_summary(log)["prefill_batches"] == 2 and len(decode_step_samples(log)) == 2
+    assert len(parse_server_log(LOGS / "sglang-0.5.23.log")) == 5 and not capsys.readouterr().err
