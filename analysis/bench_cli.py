@@ -24,7 +24,7 @@ from typing import Any
 
 from specsched.sim.atomic import file_above
 from specsched.sim.cli_types import nonnegative_int, positive_int
-from specsched.sim.errors import ConfigError
+from specsched.sim.errors import ConfigError, clipped
 
 
 def mean_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:
@@ -147,6 +147,47 @@ def length_notes(sc: Any, measured: Any) -> None:
             print(f"note: the scenario's {side} lengths are {dist.value} tokens at range ratio {have_r:g}, the "
                   f"measured run's {want_v} at range ratio {want_r:g} (bench_serving --random-{side}-len, "
                   "--random-range-ratio; `specsched scenario from-bench FILE --template S` writes the line's workload)")
+
+
+def server_differences(sc: Any, measured: Any) -> list[tuple[str, Any, Any]]:
+    """(key, the line's value, the scenario's) for each server argument the line's
+    ``server_info`` states (read as ``scenario from-bench`` reads it,
+    :func:`analysis.from_bench.line_server_args`: DP-attention values back to the server's,
+    CUDA-graph settings by version, the limit the server ran with) whose value is not the one
+    the scenario runs (``sc.server``, its hardware defaults filled). Empty for a line without
+    server_info and for a disaggregated scenario (its roles have servers of their own)."""
+    from specsched.analysis.from_bench import line_server_args
+
+    if getattr(sc.server, "disaggregation", None) is not None:
+        return []
+    out = []
+    for key, want in line_server_args(measured).items():
+        have = getattr(sc.server, key, None)
+        if have is None:   # the scenario leaves it to SGLang's own choice (mem_fraction_static beside a stated pool)
+            continue
+        have = getattr(have, "value", have)   # an enum (speculative_algorithm, sync_mode) as written
+        want = getattr(want, "value", want)
+        if isinstance(want, (int, float)) and not isinstance(want, bool) and isinstance(have, (int, float)) \
+                and not isinstance(have, bool):
+            if math.isclose(float(want), float(have), rel_tol=1e-9):
+                continue
+        elif want == have:
+            continue
+        out.append((key, want, have))
+    return out
+
+
+def server_notes(sc: Any, measured: Any) -> None:
+    """One ``note:`` naming each server argument the line's server ran at another value than
+    the ``--scenario`` does (:func:`server_differences`). A --scenario runs as written, so a
+    scenario at specsched's defaults (chunked_prefill_size 16384, a KV pool sized from the
+    profile) against a server launched otherwise read as the model's error; only the workload
+    (rate, requests, lengths) was compared."""
+    diff = server_differences(sc, measured)
+    if diff:
+        said = ", ".join(f"{k} {clipped(repr(w), 40)} (scenario {clipped(repr(h), 40)})" for k, w, h in diff)
+        print(f"note: the line's server_info ran {said}: the prediction is for the scenario's server "
+              "(`specsched scenario from-bench FILE --profile P` writes the line's)")
 
 
 def load_run_or_bench(item: str) -> Any:
@@ -641,6 +682,8 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
         print(f"note: the scenario sends at {rate_p:g} req/s, the measured run at {rate_m:g} req/s "
               "(`specsched scenario from-bench FILE --template S` writes the line's workload)")
     length_notes(sc, measured)
+    if built is None:
+        server_notes(sc, measured)
     if (built is None and sc.workload.kind != "trace" and measured.details is not None and measured.details.start_s is not None
             and measured.args.get("dataset_name") != AGENTIC_DATASET):   # never replayed as single requests
         # a --scenario drawing its own arrivals against a line that holds its send times: one

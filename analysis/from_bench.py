@@ -829,6 +829,13 @@ def _trace_workload(run: BenchRun) -> tuple[dict[str, Any], list[str], pd.DataFr
     return w, notes, table
 
 
+def line_server_args(run: BenchRun) -> dict[str, Any]:
+    """The scenario's ``server`` arguments the line's ``server_info`` states, as
+    ``scenario from-bench`` writes them (:func:`_server`, its notes dropped); empty without
+    server_info. ``validate --measured F:L --scenario S`` compares them with S's server."""
+    return _server(run, [])
+
+
 def _server(run: BenchRun, notes: list[str], state_with: str = "--template") -> dict[str, Any]:
     raw = run.extra.get("server_info")
     info = _line_server_info(run)   # PD disaggregation: the decode server (as bench_serving reads it)

@@ -852,3 +852,27 @@ def test_extra_percentile_rows_sit_in_percentile_order_among_their_latencys():
     got = [r["metric"] for r in with_percentile_rows(rows, extra)]
     assert got == ["mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p25_ttft_ms", "p75_ttft_ms", "p99_ttft_ms",
                    "p99.9_ttft_ms", "mean_tpot_ms"]
+
+
+def test_validate_with_a_scenario_names_the_server_arguments_the_line_ran_otherwise(tmp_path, capsys, monkeypatch):
+    """``validate --measured F:L --scenario S`` runs S as written; only its workload (rate,
+    requests, lengths) was compared with the line. A scenario at another chunk size or CUDA-graph
+    limit than the server_info's read as the model's error. One note names each server argument
+    the line ran otherwise; the scenario from-bench writes from the line differs only where the
+    profile resolves it otherwise (its memory holds a smaller pool at the line's
+    mem_fraction_static: sim/defaults.py caps the stated pool, as SGLang takes the smaller)."""
+    monkeypatch.chdir(tmp_path)
+    f = f"{DATA / 'bench' / 'sglang-0.5.23-full-server-info.jsonl'}:1"
+    profile = "h100-llama-3.1-8b-eagle3-analytic"
+    assert main(["scenario", "from-bench", f, "--profile", profile, "--out", "built.yaml", "-q"]) == 0
+    built = yaml.safe_load((tmp_path / "built.yaml").read_text())
+    mine = {**built, "server": {**built["server"], "chunked_prefill_size": 4096, "cuda_graph_max_bs": 160}}
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(mine))
+    capsys.readouterr()
+    named = re.compile(r"(?:ran |, )([a-z_]+) \S+ \(scenario ")
+    for name, want in (("built.yaml", ["max_total_num_tokens"]),
+                       ("mine.yaml", ["max_total_num_tokens", "chunked_prefill_size", "cuda_graph_max_bs"])):
+        assert main(["validate", "--measured", f, "--scenario", name, "--seeds", "1", "--out", f"v-{name}"]) == 0
+        notes = [x for x in capsys.readouterr().out.splitlines() if x.startswith("note: the line's server_info ran")]
+        assert len(notes) == 1 and named.findall(notes[0]) == want, notes
+    assert "chunked_prefill_size 8192 (scenario 4096), cuda_graph_max_bs 48 (scenario 160)" in notes[0]
