@@ -855,6 +855,7 @@ def _server(run: BenchRun, notes: list[str], state_with: str = "--template") -> 
         return {}
     info = _server_level_dp(info, notes)
     info = _effective_running(info, notes)
+    scheduler_pool = info.get("max_total_num_tokens") is not None
     info = _launch_pool_cap(info, notes)
     info = _graph_args(info, notes)
     out: dict[str, Any] = {}
@@ -898,6 +899,14 @@ def _server(run: BenchRun, notes: list[str], state_with: str = "--template") -> 
         # line's accept length (below) decides the drafter and its window, or there is none
         notes.append(f"server_info speculative_algorithm {out.pop('speculative_algorithm')!r} comes without its "
                      "steps, topk or draft tokens: left out here (the line's accept length, if any, decides below)")
+    if scheduler_pool and "max_total_num_tokens" in out and out.get("mem_fraction_static") is not None:
+        # the pool the scheduler sized is the measured one: stated beside the fraction, the
+        # simulator reads the pool as --max-total-tokens (an upper bound) and takes the smaller
+        # of it and the pool the profile's memory estimate leaves at that fraction (sim/defaults.py),
+        # so a real 0.5.23 server_info was predicted with a smaller pool than the server ran
+        notes.append(f"server: max_total_num_tokens {out['max_total_num_tokens']} (the pool the server sized) "
+                     f"stated without mem_fraction_static {out.pop('mem_fraction_static')!r}: with both the pool is "
+                     "read as an upper bound and cut to the profile's estimate at that fraction")
     if info.get("disable_overlap_schedule") is not None:
         out["enable_overlap_schedule"] = not info["disable_overlap_schedule"]
     mfs = info.get("min_free_slots_delay")

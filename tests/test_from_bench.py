@@ -262,8 +262,14 @@ def test_server_info_keys_the_model_does_not_use_are_named():
     sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info}, "f:1"), "tiny")
     (note,) = [a for a in sc["assumptions"] if "left out" in a and "tp_size" in a]
     assert "model_path" not in note   # unset keys are not "dropped"
-    # mem_fraction_static is a scenario key (it sizes a default KV pool): taken, not dropped
-    assert "mem_fraction_static" not in note and sc["server"]["mem_fraction_static"] == 0.88
+    # mem_fraction_static is a scenario key (it sizes a default KV pool): not a dropped key; beside
+    # the pool the server sized it is left out with its own note (it would cut that pool), and
+    # taken where the line has no pool
+    assert "mem_fraction_static" not in note and "mem_fraction_static" not in sc["server"]
+    assert any("without mem_fraction_static 0.88" in a for a in sc["assumptions"])
+    info.pop("max_total_num_tokens")
+    sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info}, "f:1"), "tiny")
+    assert sc["server"]["mem_fraction_static"] == 0.88
 
 
 @pytest.mark.parametrize(("version", "width"), [
@@ -1344,3 +1350,21 @@ def test_a_launch_pool_cap_sizes_the_pool_where_server_info_lacks_the_schedulers
                                 "h200-1b")
     assert sc["server"]["max_total_num_tokens"] == 49152
     assert not any("max_total_tokens" in a for a in sc["assumptions"])
+
+
+def test_the_pool_the_server_sized_is_stated_without_the_fraction_that_would_cut_it():
+    """A real 0.5.23 server_info holds both ``mem_fraction_static`` and the scheduler's
+    ``max_total_num_tokens``. Stated together, the simulator reads the pool as
+    --max-total-tokens and takes the smaller of it and the profile's estimate at that fraction:
+    the full-server-info line's 454836-token pool ran as 398310. The measured pool is stated
+    alone; a --max-total-tokens cap (no scheduler pool) keeps its fraction."""
+    f = ROOT / "tests/data/bench/sglang-0.5.23-full-server-info.jsonl"
+    run = read_bench(f)[0]
+    sc, _ = scenario_from_bench(run, "h100-llama-3.1-8b-eagle3-analytic")
+    assert sc["server"]["max_total_num_tokens"] == 454836 and "mem_fraction_static" not in sc["server"]
+    assert any("without mem_fraction_static 0.836" in a for a in sc["assumptions"])
+    line = json.loads(f.read_text().splitlines()[0])
+    line["server_info"] = {k: v for k, v in line["server_info"].items() if k != "max_total_num_tokens"}
+    line["server_info"]["max_total_tokens"] = 400000
+    capped, _ = scenario_from_bench(parse_run(line, "f:1"), "h100-llama-3.1-8b-eagle3-analytic")
+    assert capped["server"]["mem_fraction_static"] == 0.836 and capped["server"]["max_total_num_tokens"] == 400000
