@@ -48,6 +48,7 @@ decode steps: seconds per step = running-req x accept len / gen throughput.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -273,12 +274,32 @@ def first_pipeline_stage(log: pd.DataFrame, path: str) -> pd.DataFrame:
     return log[keep].reset_index(drop=True)
 
 
+_LOG_TEXT_KEYS = ("log", "message", "msg")
+"""Keys of a JSON log record's text: Docker's json-file driver (``{"log": ..., "stream": ...,
+"time": ...}``), and the ``message``/``msg`` of JSON logging formatters."""
+
+
+def _log_record(text: str) -> bool:
+    """Whether the JSON line ``text`` is a log record (an object whose text is under one of
+    :data:`_LOG_TEXT_KEYS`) rather than a benchmark result. Lines of a megabyte or more (a
+    result with per-request details) are not parsed: no log record is that long."""
+    if len(text) >= 1_000_000:
+        return False
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and any(isinstance(obj.get(k), str) for k in _LOG_TEXT_KEYS)
+
+
 def is_server_log(path: str | Path) -> bool:
     """Whether ``path`` is an SGLang server log rather than a benchmark client's output: its
     first line that says which is a "Prefill batch"/"Decode batch" line (:func:`parse_line`),
     before any line that starts a JSON value (bench_serving's ``--output-file``, vLLM's result
     JSON) or carries the client's printed report title. Streamed, stopping at that line (a
-    server's start-up lines come before its first batch line); compressed files read as
+    server's start-up lines come before its first batch line; a log kept as JSON records,
+    as Docker's json-file driver keeps a container's output, is read through its records'
+    text: :func:`_log_record`); compressed files read as
     :func:`parse_server_log` reads them. False for a missing or unreadable file, a pipe
     (``-``: read once, by its reader) or a folder: the result readers name those."""
     p = Path(path)
@@ -288,13 +309,17 @@ def is_server_log(path: str | Path) -> bool:
         with open_text(p, "a benchmark result or an SGLang server log", errors="replace", newline="\n") as f:
             for raw in f:
                 text = raw.lstrip("\ufeff \t\r\n\x00")
+                # first: a batch line wrapped in a JSON record is one too (Docker's json-file
+                # driver writes {"log": "[...] Decode batch, ...\n", "stream": ..., "time": ...})
+                if "batch" in text and parse_line(text.rstrip("\r\n"), 0) is not None:
+                    return True
+                if text[:1] == "{" and _log_record(text):
+                    continue
                 # a JSON object or list of objects; a logger's "[2026-01-01 10:00:00 TP0] ..." is no list
                 if text[:1] == "{" or re.match(r"\[\s*(?:[{\]]|$)", text):
                     return False
                 if REPORT_TITLE in text:
                     return False
-                if "batch" in text and parse_line(text.rstrip("\r\n"), 0) is not None:
-                    return True
     except (ConfigError, *READ_ERRORS):
         return False
     return False

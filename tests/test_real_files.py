@@ -1941,3 +1941,20 @@ def test_a_pipeline_parallel_log_is_read_as_its_first_stages_batches(capsys):
     assert len(err) == 1 and "2 pipeline-parallel stages" in err[0] and "pp_size is not modelled" in err[0]
     assert prefill_summary(log)["prefill_batches"] == 2 and len(decode_step_samples(log)) == 2
     assert len(parse_server_log(LOGS / "sglang-0.5.23.log")) == 5 and not capsys.readouterr().err
+
+
+def test_a_log_kept_as_docker_json_records_is_a_server_log_read_as_the_plain_one(tmp_path):
+    """``docker logs`` prints the container's text; the json-file driver's own file
+    (``<id>-json.log``, what a copied log often is) wraps each line in a record
+    ``{"log": "...\\n", "stream": "stderr", "time": ...}``. Its batch lines read as the plain
+    log's; ``calibrate --from`` took the file for a result (its first line a JSON object) and
+    refused it as not bench_serving output."""
+    from specsched.analysis.server_log import is_server_log
+
+    plain = LOGS / "sglang-0.5.23.log"
+    wrapped = tmp_path / "0123abcd-json.log"
+    wrapped.write_text("".join(json.dumps({"log": line, "stream": "stderr", "time": f"2026-03-02T08:02:{i:02d}.5Z"}) + "\n"
+                               for i, line in enumerate(plain.read_text().splitlines(keepends=True))))
+    assert is_server_log(wrapped)
+    cols = ["line", "time", "rank", "kind", "running_req", "queue_req", "token", "gen_throughput", "new_token"]
+    assert parse_server_log(wrapped)[cols].equals(parse_server_log(plain)[cols])
