@@ -672,6 +672,10 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         elif {"timestamp", "input_length", "output_length"} <= set(obj):   # a Mooncake trace's row
             hint = (" (a request trace's row, Mooncake's layout: replay it with a trace workload, "
                     "`trace: {path: ..., layout: mooncake}`)")
+        elif any(isinstance(obj.get(k), str) for k in ("log", "message", "msg")):
+            # Docker's json-file driver keeps a container's output as {"log": ..., "stream", "time"}
+            hint = (" (a log kept as JSON records, as Docker's json-file driver keeps a container's: an SGLang "
+                    "server's goes to calibrate --from RUNS --server-log)")
         raise ConfigError(where, "<keys>", keys, f"not bench_serving output: none of {', '.join(_IDENTIFYING)}{hint}")
     summary: dict[str, float] = {}
     unmeasured = []
