@@ -120,6 +120,20 @@ def save_figure(fig: Figure, path_stem: str | Path, dpi: int = 150) -> tuple[Pat
     return written[0], written[1]
 
 
+SUPTITLE_WIDTH = 110
+"""Characters a figure title line holds on the 13-inch distribution figures at matplotlib's
+default title size; a longer title is wrapped at word breaks."""
+
+
+def _suptitle(fig: Figure, text: str) -> None:
+    """``fig``'s title, wrapped to :data:`SUPTITLE_WIDTH` characters a line. The TPOT/ITL
+    title of a measured per-chunk run and two long file names ran past both edges of the
+    figure (centred, cut at the left and right)."""
+    import textwrap
+
+    fig.suptitle("\n".join(textwrap.wrap(text, SUPTITLE_WIDTH, break_on_hyphens=False, break_long_words=False)) or text)
+
+
 def _pct_legend(p95: bool = False) -> list[Line2D]:
     """The percentile line styles; with ``p95``, the style of a stated p95 too."""
     out = [Line2D([], [], color="0.3", ls=_PCT_STYLE[q], label=f"p{q}") for q in PERCENTILES]
@@ -290,7 +304,7 @@ def plot_ttft(runs: Any, log_x: bool = False, bins: int = 50, marks: Any = None)
     counts = {k: len(v) for k, v in group_runs(runs).items()} if not (frame or alone) else None
     _distribution_panels(a, b, samples, "TTFT", unit, scale, log_x, bins, counts, marked)
     title = "" if frame else _scenario_title(group_runs(marks if alone else runs))
-    fig.suptitle(f"Time to first token by arm{title}")
+    _suptitle(fig, f"Time to first token by arm{title}")
     return fig
 
 
@@ -342,7 +356,7 @@ def plot_tpot_itl(runs: Any, log_x: bool = False, bins: int = 50, per_chunk: boo
                          bins, counts, summary_marks(marks, "itl") if marks else None)
     what = "inter-token latency (one gap per streamed chunk, as the measured client records it)" if per_chunk \
         else "inter-token latency (per token)"
-    fig.suptitle(f"Time per output token (per request) and {what} by arm"
+    _suptitle(fig, f"Time per output token (per request) and {what} by arm"
                  f"{_scenario_title(group_runs(marks) if alone else groups)}")
     return fig
 

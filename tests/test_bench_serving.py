@@ -699,3 +699,19 @@ def test_plot_of_a_sweep_file_overlays_every_run_labelled_by_its_rate(tmp_path, 
            bare | {"dataset_name": "sharegpt", "max_concurrency": 8}, name="conc.jsonl")
     assert [r.summary["arm"] for r in load_plot_inputs("conc.jsonl")] == [
         "line 1: concurrency 8, random", "line 2: no concurrency cap, random", "line 3: concurrency 8, sharegpt"]
+
+
+def test_a_long_figure_title_stays_inside_the_figure():
+    """The TPOT/ITL title of a measured per-chunk run (vLLM's client) with two runs' names ran
+    past both edges of the figure: centred, it was cut at the left and the right."""
+    from specsched.analysis import plots
+    from specsched.analysis.bench_cli import load_run_or_bench
+
+    f = Path(__file__).parent / "data" / "bench" / "vllm-0.7.3-benchmark_serving.json"
+    runs = {"vllm-0.7.3-benchmark_serving:measured": [load_run_or_bench(str(f))],
+            "vllm-0.7.3-benchmark_serving-line1:base": [load_run_or_bench(str(f))]}
+    for fig in (plots.plot_tpot_itl(runs), plots.plot_ttft(runs)):
+        fig.canvas.draw()
+        box = fig._suptitle.get_window_extent(fig.canvas.get_renderer())
+        assert box.x0 >= 0 and box.x1 <= fig.bbox.width, (box, fig._suptitle.get_text())
+        plots.plt.close(fig)
