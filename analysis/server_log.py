@@ -56,7 +56,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from specsched.sim.bench_serving import REPORT_TITLE
-from specsched.sim.errors import ConfigError
+from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.input_files import READ_ERRORS, is_input_file, open_text, unreadable
 
 _BATCH = re.compile(r"\b(?P<kind>Prefill|Decode) batch(?: \[\d+\])?(?:\s*\(mixed (?P<mixed>[^)]*)\))?\s*[,.]\s*(?P<rest>.*)$")
@@ -229,6 +229,15 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
                           file=sys.stderr)
                     row = None
                 if row is not None:
+                    bad = next((k for k, v in row.items() if isinstance(v, float) and not np.isfinite(v)), None)
+                    if bad is not None:
+                        # a figure past a float's range (digits a damaged line ran together):
+                        # it reached the fit as an infinite step rate, a SciPy traceback
+                        key, text = next(((fm.group("key").strip(), fm.group("value")) for fm in _FIELD.finditer(raw)
+                                          if not np.isfinite(float(fm.group("value").replace("True", "1")
+                                                                   .replace("False", "0")))), (bad, "inf"))
+                        raise ConfigError(f"{p}:{i}", key, clipped(text, 40), "a finite number (SGLang logs each "
+                                          "figure with two decimals): the line is damaged")
                     rows.append(row)
     except READ_ERRORS as e:
         raise unreadable(p, e) from None

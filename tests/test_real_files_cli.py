@@ -875,3 +875,21 @@ def test_validate_with_a_scenario_names_the_server_arguments_the_line_ran_otherw
         notes = [x for x in capsys.readouterr().out.splitlines() if x.startswith("note: the line's server_info ran")]
         assert [named.findall(n) for n in notes] == ([want] if want else []), notes
     assert "chunked_prefill_size 8192 (scenario 4096), cuda_graph_max_bs 48 (scenario 160)" in notes[0]
+
+
+@pytest.mark.parametrize("figure", ["1e309", "9" * 400])
+def test_a_log_figure_past_a_floats_range_is_one_line_not_a_scipy_traceback(tmp_path, capsys, monkeypatch, figure):
+    """A damaged decode line whose gen throughput reads past a float's range became an infinite
+    step rate in the fit: SciPy's "Residuals are not finite" traceback after the log summary.
+    One line naming the file, line, field and value, exit 2, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN) + "\n")
+    text = (DATA / "logs" / "sglang-0.5.23.log").read_text()
+    (tmp_path / "server.log").write_text(text.replace("gen throughput (token/s): 1066.67",
+                                                      f"gen throughput (token/s): {figure}", 1))
+    before = set(tmp_path.iterdir())
+    assert main(["calibrate", "--from", "run.jsonl", "--server-log", "server.log", "--profile", "h200-1b", "--params",
+                 "decode", "--seeds", "1", "--max-evals", "2", "--out", "fitted.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("specsched: error: server.log:7: gen throughput (token/s) = "), err
+    assert set(tmp_path.iterdir()) == before
