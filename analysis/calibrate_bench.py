@@ -1604,6 +1604,29 @@ def _say_running_accept_lengths(runs: Sequence[Any]) -> None:
                   "each run's with --scenario-template", file=sys.stderr)
 
 
+def with_log_server(runs: list[Any], info: dict[str, Any] | None, path: str) -> list[Any]:
+    """``runs`` with the server log's launch settings as the ``server_info`` of each run whose
+    line has none (SGLang wrote none before 0.5.5, and none when /server_info was unreachable):
+    the log's ``server_args=`` line and the scheduler's start-up line
+    (:func:`analysis.server_log.launch_server_info`) are the server the runs measured, read as a
+    line's server_info is read (``analysis.from_bench``). Such runs were predicted at specsched's
+    defaults (a 724000-token pool, 16384-token chunks, 256 running requests where the profile
+    has no hardware block) while the log's decode steps were priced at the log's own batches.
+    Said in one line; runs with a server_info of their own keep it."""
+    import dataclasses
+
+    if not info:
+        return runs
+    bare = [r for r in runs if not isinstance(r.extra.get("server_info"), dict)]
+    if not bare:
+        return runs
+    keys = ", ".join(k for k in ("max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens") if k in info)
+    print(f"server: {len(bare)} of {len(runs)} run(s) have no server_info: the server log's launch settings stand in "
+          f"for it ({path}: {len(info)} keys{', ' + keys if keys else ''})")
+    ids = {id(r) for r in bare}
+    return [dataclasses.replace(r, extra={**r.extra, "server_info": info}) if id(r) in ids else r for r in runs]
+
+
 def split_server_log(from_files: list[str], server_log: str | None) -> tuple[list[str], str | None]:
     """``--from`` files less the SGLang server log among them, and the log the fit takes.
 
@@ -1688,6 +1711,8 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
     if args.server_log:
         log = parse_server_log(args.server_log)
         samples = decode_step_samples(log)
+        if args.scenario_template is None:
+            runs = with_log_server(runs, log.attrs.get("server_info"), args.server_log)
     with tempfile.TemporaryDirectory() as tmp:
         cases = cases_from_runs(runs, args.profile, args.scenario_template, Path(tmp), args.arrivals,
                                 agentic_args(args))

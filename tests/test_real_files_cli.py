@@ -893,3 +893,37 @@ def test_a_log_figure_past_a_floats_range_is_one_line_not_a_scipy_traceback(tmp_
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("specsched: error: server.log:7: gen throughput (token/s) = "), err
     assert set(tmp_path.iterdir()) == before
+
+
+def test_a_server_logs_launch_settings_stand_in_for_the_server_info_a_line_lacks(tmp_path, capsys, monkeypatch):
+    """SGLang wrote no server_info into a line before 0.5.5; the server's own log states the
+    server: its ``server_args=`` line (0.5.23: the resolved dict; earlier: ``ServerArgs(...)``)
+    and the scheduler's start-up line (``max_total_num_tokens=..., chunked_prefill_size=...,
+    max_prefill_tokens=..., max_running_requests=...``). ``calibrate --from RUN --server-log
+    LOG`` predicted such runs at specsched's defaults while pricing the log's steps; the log's
+    launch is now the runs' server, said in one line. A run with a server_info keeps its own."""
+    from specsched.analysis.calibrate_bench import cases_from_runs, with_log_server
+    from specsched.analysis.server_log import parse_server_log
+    from specsched.sim.bench_serving import read_bench_one
+
+    monkeypatch.chdir(tmp_path)
+    head = ("[2026-03-02 07:59:50] server_args={'model_path': 'meta-llama/Llama-3.2-1B-Instruct', 'tp_size': 1, "
+            "'dp_size': 1, 'chunked_prefill_size': 4096, 'max_running_requests': None, 'schedule_policy': 'lpm', "
+            "'disable_radix_cache': False, 'speculative_algorithm': None, 'disable_overlap_schedule': True, "
+            "'log_level': 'info'}\n"
+            "[2026-03-02 08:00:04 TP0] max_total_num_tokens=200000, chunked_prefill_size=4096, max_prefill_tokens=16384, "
+            "max_running_requests=64, context_len=131072, available_gpu_mem=10.50 GB\n")
+    (tmp_path / "server.log").write_text(head + (DATA / "logs" / "sglang-0.5.23.log").read_text())
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN) + "\n")
+    log = parse_server_log("server.log")
+    runs = with_log_server([read_bench_one("run.jsonl")], log.attrs["server_info"], "server.log")
+    assert "server log's launch settings stand in" in capsys.readouterr().out
+    (case,) = cases_from_runs(runs, "h200-1b", None, tmp_path)
+    srv = case.scenario.server
+    assert (srv.max_total_num_tokens, srv.chunked_prefill_size, srv.max_running_requests) == (200000, 4096, 64)
+    assert srv.schedule_policy == "lpm" and srv.enable_overlap_schedule is False
+    own = read_bench_one(f"{DATA / 'bench' / 'sglang-0.5.10.jsonl'}")
+    assert with_log_server([own], log.attrs["server_info"], "server.log")[0] is own
+    assert main(["calibrate", "--from", "run.jsonl", "--server-log", "server.log", "--profile", "h200-1b",
+                 "--params", "decode", "--seeds", "1", "--max-evals", "1", "--out", "fitted.yaml"]) == 0
+    assert "server log's launch settings stand in" in capsys.readouterr().out
