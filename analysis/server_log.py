@@ -295,7 +295,7 @@ def _server_args_text(text: str) -> dict[str, object]:
     try:
         tree = ast.parse(text, mode="eval").body
     except (SyntaxError, ValueError, RecursionError):
-        return {}
+        return _server_args_pairs(text)
     out: dict[str, object] = {}
     if isinstance(tree, ast.Dict):
         pairs = [(k, v) for k, v in zip(tree.keys, tree.values, strict=True) if isinstance(k, ast.Constant)]
@@ -309,6 +309,52 @@ def _server_args_text(text: str) -> dict[str, object]:
             out[key] = ast.literal_eval(node)
         except (ValueError, TypeError, SyntaxError, RecursionError):
             continue
+    return out
+
+
+_ARG_KEY = re.compile(r"\s*(?:'(?P<q>\w+)'\s*:|(?P<kw>\w+)\s*=)\s*")
+
+
+def _top_level_items(body: str) -> list[str]:
+    """``body`` split at the commas outside brackets and quotes."""
+    items, depth, quote, k = [], 0, "", 0
+    for i, ch in enumerate(body):
+        if quote:
+            if ch == quote and body[i - 1] != "\\":
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{<":
+            depth += 1
+        elif ch in ")]}>":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            items.append(body[k:i])
+            k = i + 1
+    items.append(body[k:])
+    return items
+
+
+def _server_args_pairs(text: str) -> dict[str, object]:
+    """:func:`_server_args_text` of a ``server_args=`` text that does not parse as a whole (a
+    value whose repr is no Python, ``<Enum.X: 'x'>``, or a line cut short): each top-level
+    ``'key': value`` or ``key=value`` pair whose value is a Python literal."""
+    import ast
+
+    body = text.strip()
+    body = body.removeprefix("ServerArgs(").removeprefix("{")
+    out: dict[str, object] = {}
+    for item in _top_level_items(body):
+        m = _ARG_KEY.match(item)
+        if m is None:
+            continue
+        value = item[m.end():].strip()
+        for end in ("", ")", "}"):   # the last pair carries the closing bracket
+            try:
+                out[m["q"] or m["kw"]] = ast.literal_eval(value.removesuffix(end) if end else value)
+                break
+            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+                continue
     return out
 
 

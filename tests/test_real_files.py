@@ -1960,3 +1960,22 @@ def test_a_log_kept_as_docker_json_records_is_a_server_log_read_as_the_plain_one
     assert parse_server_log(wrapped)[cols].equals(parse_server_log(plain)[cols])
     with pytest.raises(ConfigError, match=r"json.log:1: .*log kept as JSON records.*--server-log"):
         read_bench(wrapped)   # where a result goes (validate --measured), it is named for what it is
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    # 0.5.23: ServerArgs.resolved_dict(), a Python dict (entrypoints/engine.py _server_args_for_logging)
+    ("{'model_path': 'm', 'tp_size': 2, 'cuda_graph_config': {'decode': {'max_bs': 48}}, 'page_size': 16}",
+     {"model_path": "m", "tp_size": 2, "cuda_graph_config": {"decode": {"max_bs": 48}}, "page_size": 16}),
+    # earlier releases: the dataclass's repr
+    ("ServerArgs(model_path='m, n', tp_size=2, cuda_graph_bs=[1, 2, 4])",
+     {"model_path": "m, n", "tp_size": 2, "cuda_graph_bs": [1, 2, 4]}),
+    # a value whose repr is no Python: the other pairs kept
+    ("{'tp_size': 2, 'algo': <SpeculativeAlgorithm.EAGLE: 'EAGLE'>, 'cfg': {'a': [1, 2]}, 'page_size': 16}",
+     {"tp_size": 2, "cfg": {"a": [1, 2]}, "page_size": 16}),
+    ("ServerArgs(model_path='m', tp_size=2, page_si", {"model_path": "m", "tp_size": 2}),   # cut short
+    ("not python at all", {}),
+])
+def test_a_server_args_log_line_is_read_in_every_form_it_takes(text, want):
+    from specsched.analysis.server_log import _server_args_text
+
+    assert _server_args_text(text) == want
