@@ -1309,3 +1309,16 @@ def test_a_speculative_line_with_a_null_accept_length_is_left_out_of_a_files_fit
     assert "--scenario-template" in err[0]
     assert [r.source for r in fit_runs([str(f)], template="t.yaml")] == [f"{f}:1", f"{f}:2"]
     assert [r.source for r in fit_runs([f"{f}:1"])] == [f"{f}:1"]   # refused when its scenario is built
+
+
+def test_a_figure_the_seeds_do_not_move_is_judged_by_its_files_digits_not_by_rounding():
+    """A fixed-length run under light load gives every seed the same median TTFT: its seed
+    scatter was float rounding (1e-15), and a 59 % miss read "253273013490863 standard errors
+    of one run (0.0 %)". The standard error is at least the file's own resolution (NOISE_FLOOR)."""
+    import math
+
+    from specsched.analysis.calibrate_bench import NOISE_FLOOR, unexplained_runs
+
+    (line,) = unexplained_runs(["one.jsonl:1"], np.array([math.log(0.409)]), ["median_ttft_ms"],
+                               {"median_ttft_ms": 1.7e-15})
+    assert f"{abs(math.log(0.409)) / NOISE_FLOOR:.0f} standard errors of one run (0.1 %)" in line
