@@ -373,6 +373,21 @@ def _int_arg(where: str, key: str, v: Any, numeric_strings: bool = False) -> int
     return int(x)
 
 
+METADATA_ARGS = ("sharegpt_output_len", "random_input_len", "random_output_len", "random_range_ratio")
+"""SGLang's dataset arguments that vLLM's result JSON never holds as numbers of its own: in one
+(``date``), a string under such a name is a ``--metadata KEY=VALUE`` label (vLLM 0.6-0.34
+``main``: every metadata value a string, put at the top of the result)."""
+
+
+def vllm_metadata(obj: Mapping[str, Any], key: str) -> bool:
+    """Whether ``obj[key]`` is a vLLM ``--metadata`` label (:data:`METADATA_ARGS`): a string in
+    a vLLM result JSON. Read as SGLang's dataset argument, ``--metadata random_input_len=1024``
+    refused the whole result ("must be a JSON number, not a string"); it is kept as written
+    instead (vLLM writes no dataset arguments, and its random dataset draws lengths by its own
+    range rule, not SGLang's ``compute_random_lens``)."""
+    return "date" in obj and isinstance(obj.get(key), str)
+
+
 def _args(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k in ("backend", "dataset_name"):
@@ -387,6 +402,8 @@ def _args(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
             raise ConfigError(where, "request_rate", rate, "must be > 0 (inf = all at once) or 'trace'")
         out["request_rate"] = r
     for k in ("max_concurrency", "num_prompts", "sharegpt_output_len", "random_input_len", "random_output_len"):
+        if k in METADATA_ARGS and vllm_metadata(obj, k):
+            continue   # a --metadata label, kept in extra (parse_run)
         v = _int_arg(where, k, obj.get(k))
         if v is not None:
             out[k] = v
@@ -401,6 +418,8 @@ def _args(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
     if v is not None:
         out["seed"] = v
     for k in ("random_range_ratio", "burstiness"):
+        if k in METADATA_ARGS and vllm_metadata(obj, k):
+            continue
         v = _number(where, k, obj.get(k))
         if v is not None:
             out[k] = v
@@ -703,7 +722,13 @@ def parse_run(obj: Any, where: str) -> BenchRun:
     if impossible:
         notes.append(f"{where}: {'; '.join(impossible)}: no single run gives these figures (the line was edited, "
                      "or joined from parts of runs); read as written")
-    used = (set(METRIC_KEYS) | set(ARG_KEYS) | set(DETAIL_KEYS)) - ({"seed"} - set(args))   # an unread seed label kept
+    labels = {k for k in METADATA_ARGS if vllm_metadata(obj, k)}
+    if labels:
+        notes.append(f"{where}: {', '.join(f'{k} = {obj[k]!r}' for k in sorted(labels))}: vLLM --metadata labels "
+                     "(strings), kept as written, not read as bench_serving's dataset arguments (vLLM writes none, "
+                     "and its random dataset draws lengths by its own range rule)")
+    # an unread seed label kept, and --metadata labels under SGLang's dataset argument names
+    used = (set(METRIC_KEYS) | set(ARG_KEYS) | set(DETAIL_KEYS)) - ({"seed"} - set(args)) - labels
     extra = {k: v for k, v in obj.items() if k not in used}
     if not_streamed(summary, details):
         # --disable-stream: the "TTFT" is the whole reply, TPOT ~0 and no ITL; compared with a

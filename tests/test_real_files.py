@@ -1979,3 +1979,26 @@ def test_a_server_args_log_line_is_read_in_every_form_it_takes(text, want):
     from specsched.analysis.server_log import _server_args_text
 
     assert _server_args_text(text) == want
+
+
+def test_vllm_metadata_under_sglangs_dataset_argument_names_is_kept_as_a_label(tmp_path):
+    """``vllm bench serve --metadata random_input_len=1024 random_range_ratio=0.5`` puts strings
+    at the top of the result JSON (vLLM writes no dataset argument of its own). They were read
+    as SGLang's arguments and the whole result refused ("must be a JSON number, not a
+    string"). They are kept as written, said once, and the lengths come from the run's figures;
+    an SGLang line holding such a string is still refused."""
+    obj = json.loads((DATA / "bench" / "vllm-0.8.5-benchmark_serving.json").read_text())
+    obj |= {"dataset_name": "random", "random_input_len": "1024", "random_output_len": "128", "random_range_ratio": "0.5"}
+    f = tmp_path / "vllm.json"
+    f.write_text(json.dumps(obj))
+    (run,) = read_bench(f)
+    assert not {"random_input_len", "random_output_len", "random_range_ratio"} & set(run.args)
+    assert run.args["dataset_name"] == "random"
+    assert (run.extra["random_input_len"], run.extra["random_range_ratio"]) == ("1024", "0.5")
+    assert len(run.notes) == 1 and "vLLM --metadata labels" in run.notes[0]
+    sc, _ = scenario_from_bench(run, "h200-1b")
+    assert sc["workload"]["input_len"]["kind"] == "fixed"   # the run's means, not SGLang's random rule
+    sglang = tmp_path / "sglang.jsonl"
+    sglang.write_text(json.dumps(_objs(DATA / "bench" / "sglang-0.5.23.jsonl")[0] | {"random_input_len": "1024"}) + "\n")
+    with pytest.raises(ConfigError, match="random_input_len = '1024': must be a JSON number"):
+        read_bench(sglang)
