@@ -257,6 +257,7 @@ LOG_FIGURES = {
     "sglang-0.5.23-dspark-dp.log": (2, 4, 2, 2, 0, (4.10 + 3.60 + 4.00 + 3.50) / 4),
     "sglang-0.5.23-pd.log": (2, 2, 1, 64, 8, (3.40 + 3.38) / 2),
     "sglang-0.5.23-pp2.log": (2, 3, 2, 8, 4, None),     # every batch logged by both pipeline stages: PP0's read
+    "sglang-0.5.23-launch.log": (2, 3, 2, 16, 24, None),  # sglang-0.5.23.log after its start-up lines
 }
 TINY_RUN = {"backend": "sglang", "dataset_name": "random", "request_rate": math.inf, "max_concurrency": None,
             "random_input_len": 64, "random_output_len": 8, "random_range_ratio": 1.0, "duration": 0.2,
@@ -907,13 +908,7 @@ def test_a_server_logs_launch_settings_stand_in_for_the_server_info_a_line_lacks
     from specsched.sim.bench_serving import read_bench_one
 
     monkeypatch.chdir(tmp_path)
-    head = ("[2026-03-02 07:59:50] server_args={'model_path': 'meta-llama/Llama-3.2-1B-Instruct', 'tp_size': 1, "
-            "'dp_size': 1, 'chunked_prefill_size': 4096, 'max_running_requests': None, 'schedule_policy': 'lpm', "
-            "'disable_radix_cache': False, 'speculative_algorithm': None, 'disable_overlap_schedule': True, "
-            "'log_level': 'info'}\n"
-            "[2026-03-02 08:00:04 TP0] max_total_num_tokens=200000, chunked_prefill_size=4096, max_prefill_tokens=16384, "
-            "max_running_requests=64, context_len=131072, available_gpu_mem=10.50 GB\n")
-    (tmp_path / "server.log").write_text(head + (DATA / "logs" / "sglang-0.5.23.log").read_text())
+    (tmp_path / "server.log").write_text((DATA / "logs" / "sglang-0.5.23-launch.log").read_text())
     (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN) + "\n")
     log = parse_server_log("server.log")
     runs = with_log_server([read_bench_one("run.jsonl")], log.attrs["server_info"], "server.log")
