@@ -829,6 +829,35 @@ def _trace_workload(run: BenchRun) -> tuple[dict[str, Any], list[str], pd.DataFr
     return w, notes, table
 
 
+def _template_server_notes(run: BenchRun, server: ServerArgs, name: str) -> list[str]:
+    """The server arguments the line's server_info states (:func:`line_server_args`) that
+    ``--template``'s server replaces: each one it states otherwise, and those it leaves to the
+    profile's or specsched's defaults. The template's server was taken without a word, so a
+    line measured at 8192-token chunks and a 48-request graph limit was predicted at the
+    template's (or the defaults') whatever the server had run."""
+    line = line_server_args(run)
+    if not line:
+        return []
+    stated = server.model_dump(mode="json", exclude_unset=True)
+    other, unstated = [], []
+    for k, v in line.items():
+        v = getattr(v, "value", v)
+        if k not in stated:
+            default = ServerArgs.model_fields[k].default if k in ServerArgs.model_fields else None
+            if getattr(default, "value", default) != v:   # one at specsched's own default is no news
+                unstated.append(f"{k} {clipped(repr(v), 40)}")
+        elif stated[k] != v and not (isinstance(v, (int, float)) and isinstance(stated[k], (int, float))
+                                     and not isinstance(v, bool) and math.isclose(v, stated[k])):
+            other.append(f"{k} {clipped(repr(v), 40)} (template {clipped(repr(stated[k]), 40)})")
+    out = []
+    if other:
+        out.append(f"server: the line's server_info ran {', '.join(other)}: the template {name}'s values are used")
+    if unstated:
+        out.append(f"server: the line's server_info states {', '.join(unstated)}, which the template {name} leaves "
+                   "to the profile's or specsched's defaults")
+    return out
+
+
 def line_server_args(run: BenchRun) -> dict[str, Any]:
     """The scenario's ``server`` arguments the line's ``server_info`` states, as
     ``scenario from-bench`` writes them (:func:`_server`, its notes dropped); empty without
@@ -1535,6 +1564,7 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         sc["server"] = t.server.model_dump(mode="json", exclude_unset=True)
         sc["acceptance"] = t.acceptance.model_dump(mode="json", exclude_unset=True)
         notes.append(f"server and acceptance from the template {Path(template).name}")
+        notes += _template_server_notes(run, t.server, Path(template).name)
     else:
         sc["server"] = _server(run, notes, state_with)
     _setup_notes(run, profile, notes)

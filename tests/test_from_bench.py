@@ -1368,3 +1368,30 @@ def test_the_pool_the_server_sized_is_stated_without_the_fraction_that_would_cut
     line["server_info"]["max_total_tokens"] = 400000
     capped, _ = scenario_from_bench(parse_run(line, "f:1"), "h100-llama-3.1-8b-eagle3-analytic")
     assert capped["server"]["mem_fraction_static"] == 0.836 and capped["server"]["max_total_num_tokens"] == 400000
+
+
+def test_a_template_that_replaces_the_lines_server_says_what_it_replaced(tmp_path):
+    """--template's server block stood in for the line's server_info without a word: a line
+    measured at 8192-token chunks, a 48-request graph limit and a 454836-token pool was
+    predicted at the template's values, or at the defaults for what it left out. The
+    assumptions name both; a template that states the line's server says nothing."""
+    f = ROOT / "tests/data/bench/sglang-0.5.23-full-server-info.jsonl"
+    run = read_bench(f)[0]
+    spec = {"speculative_algorithm": "eagle3", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+            "speculative_num_draft_tokens": 4}
+    base = {"name": "t", "profile": "h100-llama-3.1-8b-eagle3-analytic", "acceptance": {"mean_accept_length": 3.1},
+            "workload": {"kind": "burst", "num_requests": 4, "input_len": {"kind": "fixed", "value": 64},
+                         "output_len": {"kind": "fixed", "value": 8}}}
+    built, _ = scenario_from_bench(run, "h100-llama-3.1-8b-eagle3-analytic")
+    for server, other, unstated in (
+            (spec, None, ["max_running_requests 48", "max_total_num_tokens 454836", "chunked_prefill_size 8192",
+                          "cuda_graph_max_bs 48"]),
+            ({**built["server"], "chunked_prefill_size": 4096}, "chunked_prefill_size 8192 (template 4096)", None),
+            (built["server"], None, None)):
+        tpl = tmp_path / "tpl.yaml"
+        tpl.write_text(yaml.safe_dump({**base, "server": server}))
+        sc, _ = scenario_from_bench(run, "h100-llama-3.1-8b-eagle3-analytic", template=str(tpl))
+        ran = [a for a in sc["assumptions"] if a.startswith("server: the line's server_info ran")]
+        states = [a for a in sc["assumptions"] if a.startswith("server: the line's server_info states")]
+        assert [other in a for a in ran] == ([True] if other else [])
+        assert [all(u in a for u in unstated) for a in states] == ([True] if unstated else [])
