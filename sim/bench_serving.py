@@ -375,7 +375,7 @@ def _int_arg(where: str, key: str, v: Any, numeric_strings: bool = False) -> int
 
 METADATA_ARGS = ("sharegpt_output_len", "random_input_len", "random_output_len", "random_range_ratio")
 """SGLang's dataset arguments that vLLM's result JSON never holds as numbers of its own: in one
-(``date``), a string under such a name is a ``--metadata KEY=VALUE`` label (vLLM 0.6-0.34
+(``date``), a string under such a name is a ``--metadata KEY=VALUE`` label (vLLM
 ``main``: every metadata value a string, put at the top of the result)."""
 
 
