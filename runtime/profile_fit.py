@@ -571,13 +571,19 @@ def extend_issue_fit(tokens: list[int] | list[float], seconds: list[float]) -> t
     Theil-Sen (median of pairwise slopes; scipy.stats.theilslopes), robust to a first
     point inflated by warm-up; both clamped >= 0 (the slope first, the intercept refit as
     the median residual when the slope is clamped). The issue time is mostly kernel
-    launches, nearly flat in tokens, so the intercept carries it."""
+    launches, nearly flat in tokens, so the intercept carries it.
+
+    Points spanning less than a doubling of tokens (e.g. an extend grid of 960-1,024) say
+    nothing about the per-token slope: their pairwise slopes are the issue's noise over a few
+    tokens, and one fitted there (70.9 us per token on an H100, docs/measurements/h100-v47.md)
+    priced an 8,192-token extend's issue at 0.58 s. Such points give their median as the
+    intercept and no slope."""
     x = np.asarray(tokens, dtype=float)
     y = np.asarray(seconds, dtype=float)
     if x.size == 0:
         return 0.0, 0.0
-    if x.size == 1:
-        return max(0.0, float(y[0])), 0.0
+    if x.size == 1 or x.max() < 2.0 * x.min():
+        return max(0.0, float(np.median(y))), 0.0
     from scipy.stats import theilslopes
 
     slope, intercept, _, _ = theilslopes(y, x)

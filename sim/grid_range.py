@@ -4,7 +4,8 @@ A profile times forwards on grids (``gpu.extend``, ``gpu.decode``, ``gpu.verify`
 ``gpu.draft_step``, ``gpu.draft_inject``), each measured over a range of its two axes.
 :class:`sim.profile.GridInterp` prices a query beyond that range by linear extrapolation
 (on the context axis from the last segment's non-negative slope: a decode/verify forward
-reads every context token's KV once, so its time grows linearly with context) and records
+reads every context token's KV once, so its time grows linearly with context; on the batch or
+token axis by the least-squares line through its points from half the last one up) and records
 the largest such query per axis. A profile that times no eager step prices a batch above
 ``cuda_graph_max_bs`` as an unpadded graph replay (SGLang runs it eagerly, kernel by kernel:
 model_executor/cuda_graph_runner.py ``can_run``).
@@ -97,7 +98,8 @@ class GridExit:
 
     def line(self) -> str:
         """The warning line, e.g. ``warning: profile h200-1b: decode batch 96 beyond the
-        profile's grid (1-64): extrapolated linearly from the last measured segment``, or
+        profile's grid (1-64): extrapolated linearly by the line through its points from half its
+        last one up``, or
         ``warning: profile h200-8b: extend tokens 13 below the profile's grid (256-8192):
         extrapolated by the line through its first doubling, at most its first point's time``."""
         x_name, counts = AXIS_NAMES.get(self.grid, ("x", "tokens per request"))
@@ -136,8 +138,10 @@ class GridExit:
                         f"measured column spanned ({self.lo:g}-{self.hi:g}; {counts}): priced at that column, "
                         "so the KV read's growth with context is not in the figure; profile more context "
                         "columns (specsched profile --contexts) or fit an analytic profile")
+        how = ("by the line through its points from half its last one up" if self.axis == "x"
+               else "from the last measured segment")
         return (f"warning: profile {self.profile}: {what} {self.extent:g} beyond the profile's grid "
-                f"({self.lo:g}-{self.hi:g}): extrapolated linearly from the last measured segment{why}")
+                f"({self.lo:g}-{self.hi:g}): extrapolated linearly {how}{why}")
 
 
 @dataclass(frozen=True)

@@ -91,9 +91,14 @@ class GridInterp:
     Above the last ``context_len`` the value continues linearly from the last measured
     segment with a non-negative slope (a decode/verify forward reads every context token's
     KV once, so its time grows linearly with context; never a clamp, never below the last
-    measured value). Above the last ``x`` the same: the last segment's slope, never negative
-    (a forward of more requests or tokens never costs less than the last measured one; a noisy
-    grid whose last segment fell priced batches past it at 0 s). Below the first context
+    measured value). Above the last ``x``: from the last point, the slope of the least-squares
+    line through the points from half the last ``x`` up (at least the last two; on a doubling
+    grid that is the last segment), never negative (a forward of more requests or tokens never
+    costs less than the last measured one; a noisy grid whose last segment fell priced batches
+    past it at 0 s). A single segment's slope carries a single point's noise: a profile whose
+    extend grid ended 1,023 -> 1,024 tokens read flat there and priced an 8,192-token extend
+    as a 1,024-token one (docs/measurements/h100-v47.md), and the finer batch grids' last
+    segment (56 -> 64) is one point's repeat noise apart. Below the first context
     point it continues linearly from the first segment with that slope never negative (less
     context never costs more: a noisy CPU extend row, 38.3 ms at 512 keys per token and 34.0 ms
     at 768, priced 62 keys per token at 45.9 ms), so never above the first point; the result
@@ -119,7 +124,7 @@ class GridInterp:
     under the first of a ``context_span`` (``context_len``).
     """
 
-    __slots__ = ("name", "x", "c", "v", "_xl", "_cl", "_vl", "_low", "_cache", "above", "below", "span", "_peeked")
+    __slots__ = ("name", "x", "c", "v", "_xl", "_cl", "_vl", "_low", "_top", "_cache", "above", "below", "span", "_peeked")
 
     def __init__(self, g: Grid, name: str = "") -> None:
         self.name = name
@@ -131,6 +136,7 @@ class GridInterp:
         # float64 arithmetic is the same either way
         self._xl, self._cl, self._vl = self.x.tolist(), self.c.tolist(), self.v.tolist()
         self._low = self._low_lines()
+        self._top = self._top_rows() if len(self._xl) > 1 else []
         self._cache: dict[tuple[float, float], float] = {}
         self._peeked: dict[tuple[float, float], float] = {}   # peek's, apart: a peek notes nothing
         self.above: dict[str, float] = {}
@@ -193,17 +199,34 @@ class GridInterp:
         j0, j1, wc = self._axis(self._cl, context)
         if wx < 0.0 and self._low:
             out = self._below(x, j0, j1, wc)
+        elif wx > 1.0:
+            out = self._above(x, [self._row(self._vl[i], j0, j1, wc) for i in self._top])
         else:
             out = self._along_x(self._row(self._vl[i0], j0, j1, wc), self._row(self._vl[i1], j0, j1, wc), wx)
         return out
 
     @staticmethod
     def _along_x(lo: float, hi: float, wx: float) -> float:
-        """Between two ``x`` rows' values at weight ``wx``; above the last row (``wx`` > 1)
-        the segment's slope, never negative; at least 0 s."""
-        if wx > 1.0:
-            return max(0.0, hi + max(0.0, hi - lo) * (wx - 1.0))
+        """Between two ``x`` rows' values at weight ``wx`` (0 <= ``wx`` <= 1 or a one-row
+        axis); at least 0 s."""
         return max(0.0, float(lo * (1 - wx) + hi * wx))
+
+    def _top_rows(self) -> list[int]:
+        """Indices of the ``x`` points the extrapolation above the grid fits: from half the
+        last ``x`` up, at least the last two."""
+        n = len(self._xl)
+        k = sum(1 for x in self._xl if x >= 0.5 * self._xl[-1])
+        return list(range(n - max(2, k), n))
+
+    def _above(self, x: float, vals: list[float]) -> float:
+        """The value at ``x`` above the last measured ``x``, given ``vals``, the
+        :meth:`_top_rows` rows' values at the query's context: the last row's value plus the
+        least-squares slope through them (never negative) times the distance."""
+        xs = [self._xl[i] for i in self._top]
+        mx = sum(xs) / len(xs)
+        mv = sum(vals) / len(vals)
+        slope = sum((a - mx) * (b - mv) for a, b in zip(xs, vals, strict=True)) / sum((a - mx) ** 2 for a in xs)
+        return max(0.0, vals[-1] + max(0.0, slope) * (x - xs[-1]))
 
     def _low_lines(self) -> list[tuple[float, float]]:
         """Per column, (intercept s, slope s per x unit) of the least-squares line through
@@ -270,12 +293,12 @@ class GridInterp:
                 self._cache[key] = out
             return out
         vals = []
-        for i in (i0, i1):
+        for i in (self._top if wx > 1.0 else (i0, i1)):
             c = context - float(shift[i])  # not rounded: extends rarely repeat a shape
             self._note_context(c)
             j0, j1, wc = self._axis(self._cl, c)
             vals.append(self._row(self._vl[i], j0, j1, wc))
-        out = self._along_x(vals[0], vals[1], wx)
+        out = self._above(x, vals) if wx > 1.0 else self._along_x(vals[0], vals[1], wx)
         if len(self._cache) < 200_000:
             self._cache[key] = out
         return out

@@ -855,6 +855,25 @@ def test_above_the_last_batch_a_forward_never_costs_less_than_the_last_point(
     assert g(hi, 512.0) == pytest.approx(col[-1] + rising * (hi - xs[-1]))
 
 
+def test_above_the_grid_the_slope_comes_from_its_top_half_not_its_last_segment() -> None:
+    """An H100 extend grid that ended 1,023 -> 1,024 tokens (33.79 ms both) continued that flat
+    segment and priced an 8,192-token extend at 33.8 ms, a 1,024-token one's time
+    (docs/measurements/h100-v47.md). Above the last x the slope is the least-squares line's
+    through the points from half the last x up, anchored at the last point; on a doubling
+    grid that is still the last segment."""
+    from specsched.sim.profile import Grid
+
+    xs = [256.0, 512.0, 960.0, 1016.0, 1023.0, 1024.0]
+    ms = [9.0, 17.0, 31.9, 33.72, 33.79, 33.79]
+    g = Grid(x=xs, context_len=[512.0], seconds=[[v / 1e3] for v in ms]).interpolator()
+    top = np.array(xs[1:]), np.array(ms[1:]) / 1e3   # from 512 = half of 1,024 up
+    slope = np.polyfit(*top, 1)[0]
+    assert g(8192.0, 512.0) == pytest.approx(ms[-1] / 1e3 + slope * (8192 - 1024))
+    assert g(8192.0, 512.0) > 0.2                      # the last segment's 0 slope gave 0.0338 s
+    d = Grid(x=[1.0, 2.0, 4.0, 8.0], context_len=[512.0], seconds=[[0.010], [0.011], [0.013], [0.017]]).interpolator()
+    assert d(12.0, 512.0) == pytest.approx(0.017 + 0.001 * 4)   # doubling grid: the last segment
+
+
 def test_a_scenario_given_as_a_profile_is_named_as_such() -> None:
     """``--profile scenarios/batch1-ll.yaml`` said ``device = '<missing>'``: now one line that
     the file is a scenario, not a profile."""

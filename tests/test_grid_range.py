@@ -87,7 +87,7 @@ def test_merged_keeps_the_largest_extent_per_grid_and_axis():
     lines = warning_lines([a, c, b, e])
     assert len(lines) == 3
     assert lines[2] == ("warning: profile p: decode batch 12 beyond the profile's grid (1-4): "
-                        "extrapolated linearly from the last measured segment")
+                        "extrapolated linearly by the line through its points from half its last one up")
     out = io.StringIO()
     assert write_warnings([], out) == [] and out.getvalue() == ""
 
@@ -287,7 +287,7 @@ def test_a_verify_batch_read_for_a_longer_window_says_what_it_counts(tmp_path, c
     window 6 (256 x 8 / 6, sim/cost_model.py step_s); the line now says so."""
     note = GridExit("p", "gpu.verify", "x", 256 * 8 / 6, 1, 256, x_window=(8, 6))
     assert note.line() == ("warning: profile p: verify batch 341.333 beyond the profile's grid (1-256): extrapolated "
-                           "linearly from the last measured segment (256 requests at window 8, read as batch "
+                           "linearly by the line through its points from half its last one up (256 requests at window 8, read as batch "
                            "256 x 8/6 on a grid timed at window 6)")
     assert main(["run", "burst256-ht", "--set", "server.speculative_num_draft_tokens=8", "-q",
                  "--out", str(tmp_path / "r")]) == 0

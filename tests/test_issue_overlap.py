@@ -9,6 +9,7 @@ extend issue ~15 ms nearly flat from 1K to 8K tokens; docs/measurements/h200-v2.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from conftest import make_scenario, tiny_profile
 from hypothesis import given, settings
@@ -97,6 +98,26 @@ def test_extend_issue_fit_recovers_line_despite_a_warmup_outlier(a, b, outlier):
     got_a, got_b = extend_issue_fit(xs, ys)
     assert got_a == pytest.approx(a, rel=0.02, abs=1e-6)
     assert got_b == pytest.approx(b, rel=0.02, abs=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ys=st.lists(st.floats(1e-4, 0.05), min_size=2, max_size=8), lo=st.integers(64, 4096),
+       span=st.floats(0.0, 0.99))
+def test_extend_issue_fit_over_less_than_a_doubling_has_no_slope(ys, lo, span):
+    """Invariant "no slope from a narrow range": points of lo..under 2 lo tokens give their
+    median as the per-launch issue and 0 s per token. An H100 profile of extends of 960-1,024
+    tokens fitted 70.9 us per token from noise and priced an 8,192-token extend's issue at
+    0.58 s (docs/measurements/h100-v47.md)."""
+    hi = lo + span * lo
+    xs = [lo + (hi - lo) * i / (len(ys) - 1) for i in range(len(ys))]
+    a, b = extend_issue_fit(xs, ys)
+    assert b == 0.0
+    assert a == pytest.approx(float(np.median(ys)))
+
+
+def test_extend_issue_fit_over_a_doubling_still_fits_a_slope():
+    a, b = extend_issue_fit([512, 1024], [0.010, 0.011])
+    assert b == pytest.approx(0.001 / 512) and a == pytest.approx(0.009)
 
 
 @pytest.mark.parametrize("overlap", [True, False])

@@ -620,8 +620,13 @@ def _grid_reference(xs: np.ndarray, cs: np.ndarray, v: np.ndarray, x: float, c: 
         lo, hi = (row(i, *axis(cs, round(c, -1))) for i in (i0, i1))
     else:
         lo, hi = (row(i, *axis(cs, c - float(shift[i]))) for i in (i0, i1))
-    if wx > 1.0:   # above the last x: the last segment's slope, never negative
-        return max(0.0, hi + max(0.0, hi - lo) * (wx - 1.0))
+    if wx > 1.0:   # above the last x: the least-squares slope from half the last x up, never negative
+        top = list(range(len(xs) - max(2, int((xs >= 0.5 * xs[-1]).sum())), len(xs)))
+        vals = [row(i, *axis(cs, round(c, -1) if shift is None else c - float(shift[i]))) for i in top]
+        tx = [float(xs[i]) for i in top]
+        mx, mv = sum(tx) / len(tx), sum(vals) / len(vals)
+        slope = sum((a - mx) * (b - mv) for a, b in zip(tx, vals, strict=True)) / sum((a - mx) ** 2 for a in tx)
+        return max(0.0, vals[-1] + max(0.0, slope) * (x - tx[-1]))
     return max(0.0, float(lo * (1 - wx) + hi * wx))
 
 
