@@ -73,6 +73,7 @@ from typing import Any
 from specsched.sim.analytic.models import (
     MM_NO_CHUNKED_PREFILL_ARCHS,
     MM_PREFILL_GRAPH_ARCHS,
+    NO_BREAKABLE_PREFILL_ARCHS,
     TRTLLM_MLA_ARCHS,
 )
 from specsched.sim.config import (
@@ -103,6 +104,14 @@ MODEL_MAX_RUNNING_REQUESTS = {"DeepseekV4ForCausalLM": 256}
 (arg_groups/pipeline.py ``run_resolution_pipeline``) runs the model hook before
 ``handle_speculative_decoding``, and every speculative handler resets to 48 only
 ``if cfg.max_running_requests is None``: a DeepSeek-V4 server with DSpark runs 256."""
+
+
+MODEL_PAGE_SIZE = {"DeepseekV4ForCausalLM": 256}
+"""KV page size SGLang's model override declares by architecture on CUDA and ROCm, given or not
+(arg_groups/model_overrides/deepseek_v4.py ``_deepseek_v4_overrides``: ``page_size = 256``, 128
+on NPU only, declared unconditionally with the ``dsv4`` attention backend; a declaration is the
+last writer over the raw input, arg_groups/model_override_base.py ``ResolvingConfig``), so a
+scenario's own page size is changed to it too (:func:`page_size_snap`)."""
 
 
 def memory_buckets(memory_mib: float | None, tp: int) -> tuple[int, int]:
@@ -146,6 +155,14 @@ default 100, srt/environ.py; the feature-transport pool only with a GPU transpor
 def multimodal_prefill_graphs_off(hw: Hardware) -> bool:
     """SGLang captures no prefill graphs for this multimodal model (:data:`MM_PREFILL_GRAPH_ARCHS`)."""
     return hw.vlm_mem_fraction_factor is not None and hw.architecture not in MM_PREFILL_GRAPH_ARCHS
+
+
+def breakable_prefill_graphs_off(hw: Hardware) -> bool:
+    """SGLang captures no prefill graphs for this model on CUDA
+    (:data:`~sim.analytic.models.NO_BREAKABLE_PREFILL_ARCHS`: DeepSeek-V4; arg_groups/cuda_graph_hook.py
+    ``disable_breakable_cudagraph_if_incompatible``), decided before ``handle_gpu_memory_settings``
+    reserves memory for them, so none is reserved (:func:`mem_fraction_static`)."""
+    return hw.architecture in NO_BREAKABLE_PREFILL_ARCHS
 
 
 def trtllm_mla_prefill_graphs_off(hw: Hardware) -> bool:
@@ -232,12 +249,27 @@ def page_bound_backend(server: ServerArgs, hw: Hardware, given: set[str]) -> str
     return None
 
 
+def model_page_size(hw: Hardware) -> int | None:
+    """The page size SGLang's model override sets for this profile's model on its platform
+    (:data:`MODEL_PAGE_SIZE`), None where it sets none (or the profile names no architecture)."""
+    return MODEL_PAGE_SIZE.get(hw.architecture) if hw.platform in ("cuda", "hip") else None
+
+
 def page_size_snap(server: ServerArgs, hw: Hardware, given: set[str]) -> tuple[int, str] | None:
-    """(64, why) where the scenario gives a ``page_size`` its attention backend
-    (:func:`page_bound_backend`) does not take: SGLang 0.5.23 changes it to 64 with a warning
-    (arg_groups/overrides.py ``_mla_backend_page_constraints``); None otherwise."""
+    """(size, why) where SGLang 0.5.23 runs a ``page_size`` the scenario gives at another size: the
+    model's own (:func:`model_page_size`: DeepSeek-V4's 256 replaces any given size,
+    arg_groups/model_overrides/deepseek_v4.py ``_deepseek_v4_overrides``), or 64 where the attention
+    backend (:func:`page_bound_backend`) does not take the size given (arg_groups/overrides.py
+    ``_mla_backend_page_constraints``, with a warning); None otherwise."""
     if "page_size" not in given:
         return None
+    own = model_page_size(hw)
+    if own is not None:
+        if server.page_size == own:
+            return None
+        return own, (f"SGLang runs {hw.architecture} at page_size {own} whatever is given: its model override "
+                     f"declares it with the dsv4 attention backend (arg_groups/model_overrides/deepseek_v4.py "
+                     "_deepseek_v4_overrides)")
     backend = page_bound_backend(server, hw, given)
     sizes = BACKEND_PAGE_SIZES.get(backend or "")
     if sizes is None or server.page_size in sizes:
@@ -291,7 +323,8 @@ def _refuse_draft_trees(scenario: Scenario, server: ServerArgs, hw: Hardware, gi
 
 
 def default_page_size(server: ServerArgs, hw: Hardware, given: set[str]) -> int:
-    """SGLang 0.5.23's KV page size when the scenario gives none: 1
+    """SGLang 0.5.23's KV page size when the scenario gives none: the model's own where its model
+    override sets one (:func:`model_page_size`: 256 for DeepSeek-V4), else 1
     (arg_groups/overrides.py ``_page_size_default``) but where the attention backend SGLang
     picks needs pages (:func:`page_bound_backend`, the one place that decides the backend:
     trtllm_mla for a DeepSeek-V3 model on SM100, trtllm_mha for gpt-oss there and for other
@@ -301,6 +334,9 @@ def default_page_size(server: ServerArgs, hw: Hardware, given: set[str]) -> int:
     its architecture (a measured one) keeps 1: its backend is not known here, and a given page
     size is not changed either (:func:`page_size_snap`). Not modelled: a model with unequal
     K/V head dims (fa4)."""
+    own = model_page_size(hw)
+    if own is not None:
+        return own
     backend = page_bound_backend(server, hw, given - {"page_size"})
     return 64 if backend in BACKEND_PAGE_SIZES else 1
 
@@ -338,29 +374,41 @@ def activation_tokens(chunked_prefill_size: int, max_prefill_tokens: int, role: 
 
 
 def mem_fraction_static(hw: Hardware, chunked_prefill_size: int, max_prefill_tokens: int, graph_max_bs: int,
-                        role: str = "null", decode_tokens: int = 0, attn_dp_size: int = 1) -> float:
+                        role: str = "null", decode_tokens: int = 0, attn_dp_size: int = 1, *,
+                        decode_graphs: bool = True, prefill_graphs: bool = True,
+                        prefill_graph_count: int | None = None) -> float:
     """SGLang's mem_fraction_static for this device and these settings (3 decimals).
 
     ``role``: the server's ``disaggregation_mode`` (``null``, ``prefill`` or ``decode``);
     ``decode_tokens``: a decode server's running requests x draft tokens; ``attn_dp_size``:
     DP attention ranks (1 without). arg_groups/memory_hook.py ``handle_gpu_memory_settings``
     (the activation tokens by serving mode) and ``reserve_for_graph_mb`` (decode graphs but on a
-    prefill server, DP attention's padding, prefill graphs but on a decode server)."""
+    prefill server, DP attention's padding, prefill graphs but on a decode server).
+    ``decode_graphs`` / ``prefill_graphs``: False where the server turns that phase's graphs off
+    (``--disable-decode-cuda-graph``, ``--disable-prefill-cuda-graph``): ``reserve_for_graph_mb``
+    reserves only for a phase whose backend is not DISABLED. ``prefill_graph_count``: the prefill
+    graph sizes the server captures where it states them (``cuda_graph_bs_prefill``,
+    ``cuda_graph_max_bs_prefill``); None: SGLang's list up to ``chunked_prefill_size``."""
     if hw.memory_mib is None:
         return 0.95
     act = activation_tokens(chunked_prefill_size, max_prefill_tokens, role, decode_tokens)
     reserved = 512 + act * 1.5 + hw.tp_size / 8 * 1024
     if role != "prefill":
-        reserved += graph_max_bs * decode_graph_mib_per_bs(graph_max_bs, attn_dp_size)
+        per_bs = decode_graph_mib_per_bs(graph_max_bs, attn_dp_size)
+        # DP attention's padding is reserved whether or not decode graphs are captured
+        reserved += graph_max_bs * (per_bs if decode_graphs else per_bs - 2)
     # prefill graphs (breakable) are on by default on CUDA only; a DeepSeek-V3 server on SM100 turns
     # them off (cuda_graph_hook.py disable_prefill_cuda_graph_for_deepseek_trtllm_mla) only after
-    # handle_gpu_memory_settings has reserved for them (arg_groups/pipeline.py run_resolution_pipeline)
+    # handle_gpu_memory_settings has reserved for them (arg_groups/pipeline.py run_resolution_pipeline),
+    # a multimodal model not validated for them and DeepSeek-V4 before it (handle_cuda_graph_config)
     # The captured sizes run up to chunked_prefill_size itself, not the activation tokens
     # (``prefill_cuda_graph_config.max_bs = cfg.chunked_prefill_size``): none with chunking off
     # (-1), fewer below 2048. Not modelled: the cap by a given --max-total-tokens (the pool is then
     # given, and this fraction not read for it) and the 4096 cap for "llama-2" model paths.
-    if hw.platform == "cuda" and role != "decode" and not multimodal_prefill_graphs_off(hw):
-        reserved += 1536 if hw.mla else prefill_graph_sizes(chunked_prefill_size) * 8
+    if (hw.platform == "cuda" and role != "decode" and prefill_graphs
+            and not multimodal_prefill_graphs_off(hw) and not breakable_prefill_graphs_off(hw)):
+        count = prefill_graph_sizes(chunked_prefill_size) if prefill_graph_count is None else prefill_graph_count
+        reserved += 1536 if hw.mla else count * 8
     if hw.memory_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     mfs = round((hw.memory_mib - reserved) / hw.memory_mib, 3)
@@ -371,8 +419,21 @@ def mem_fraction_static(hw: Hardware, chunked_prefill_size: int, max_prefill_tok
     return mfs
 
 
+def stated_prefill_graph_count(server: ServerArgs) -> int | None:
+    """How many prefill graph sizes SGLang reserves memory for where the server states them: the
+    length of a given ``cuda_graph_bs_prefill`` (arg_groups/memory_hook.py
+    ``handle_gpu_memory_settings`` keeps a given list as it is), else SGLang's list up to a given
+    ``cuda_graph_max_bs_prefill``; None when neither is stated (the list up to the chunk)."""
+    if server.cuda_graph_bs_prefill is not None:
+        return len(set(server.cuda_graph_bs_prefill))
+    if server.cuda_graph_max_bs_prefill is not None:
+        return prefill_graph_sizes(server.cuda_graph_max_bs_prefill)
+    return None
+
+
 def mem_fraction_static_of(server: ServerArgs, hw: Hardware, *, chunked_prefill_size: int | None = None,
-                           cuda_graph_max_bs: int | None = None, role: str = "null", decode_tokens: int = 0) -> float:
+                           cuda_graph_max_bs: int | None = None, role: str = "null", decode_tokens: int = 0,
+                           given: set[str] | frozenset[str] | None = None) -> float:
     """The mem_fraction_static ``server`` runs at on ``hw``: ``server.mem_fraction_static`` if
     the scenario gives it (SGLang takes it as is), else SGLang's own (:func:`mem_fraction_static`).
 
@@ -382,17 +443,27 @@ def mem_fraction_static_of(server: ServerArgs, hw: Hardware, *, chunked_prefill_
     attention backend is aiter and the context is above 8192 (:data:`AITER_LONG_CONTEXT_FACTOR`,
     :func:`hip_aiter_backend`). ``chunked_prefill_size``/``cuda_graph_max_bs``:
     values the server is about to get (None: the server's own); ``role``/``decode_tokens``: as
-    :func:`mem_fraction_static`; DP attention's ranks are the server's."""
+    :func:`mem_fraction_static`; DP attention's ranks are the server's. The server's own graph
+    settings count as ``reserve_for_graph_mb`` counts them: no decode-graph reserve with
+    ``disable_decode_cuda_graph``, none for prefill graphs with ``disable_prefill_cuda_graph``
+    where the scenario states it (``given``, the keys it set; None: every True flag is the
+    scenario's, as on a server not yet resolved), and the stated prefill sizes
+    (:func:`stated_prefill_graph_count`). A flag :func:`resolve_server` fills for a DeepSeek-V3
+    server on SM100 is set after SGLang's reserve, which keeps its prefill graphs."""
     if server.mem_fraction_static is not None:
         mfs = server.mem_fraction_static
     else:
+        prefill_off = server.disable_prefill_cuda_graph and (given is None or "disable_prefill_cuda_graph" in given)
         mfs = mem_fraction_static(
             hw,
             server.chunked_prefill_size if chunked_prefill_size is None else chunked_prefill_size,
             server.max_prefill_tokens,
             server.cuda_graph_max_bs if cuda_graph_max_bs is None else cuda_graph_max_bs,
             role=role, decode_tokens=decode_tokens,
-            attn_dp_size=server.attn_dp_size)
+            attn_dp_size=server.attn_dp_size,
+            decode_graphs=not server.disable_decode_cuda_graph,
+            prefill_graphs=not prefill_off,
+            prefill_graph_count=stated_prefill_graph_count(server))
     if aiter_long_context(server, hw):
         mfs *= AITER_LONG_CONTEXT_FACTOR   # given or computed (attention_hook.py), see the constant
     return mfs
@@ -631,7 +702,10 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
 
     stated_page = server.page_size   # the scenario's own, before this server's backend changes it
     page = default_page_size(server, hw, given)
-    if page != server.page_size:
+    if page != server.page_size and model_page_size(hw) is not None:
+        put("page_size", page, f"SGLang's model override for {hw.architecture} sets it with the dsv4 attention backend "
+            "(arg_groups/model_overrides/deepseek_v4.py _deepseek_v4_overrides)")
+    elif page != server.page_size:
         backend = "trtllm_mla" if hw.mla else "trtllm_mha"
         put("page_size", page, f"SGLang's default attention backend on {where} is {backend}, which takes pages "
             f"of {page} (arg_groups/overrides.py _mla_backend_page_constraints)")
@@ -719,11 +793,15 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
     put("sync_mode", platform_sync_mode(hw.platform), f"SGLang's publish wait on {hw.platform}")
     put("prefill_slot_expansion_sync", hw.slot_expansion_sync,
         "the profile's build " + ("blocks in DSpark prefill slot expansion" if hw.slot_expansion_sync else "passes output_size (sglang 0.5.23)"))
-    if hw.platform == "cuda" and (multimodal_prefill_graphs_off(hw) or trtllm_mla_prefill_graphs_off(hw)):
+    if hw.platform == "cuda" and (multimodal_prefill_graphs_off(hw) or breakable_prefill_graphs_off(hw)
+                                  or trtllm_mla_prefill_graphs_off(hw)):
         put("disable_prefill_cuda_graph", True, (
             f"SGLang captures no prefill graphs for {hw.architecture} on {where}: " + (
                 "a multimodal model not validated for them (arg_groups/cuda_graph_hook.py "
                 "disable_breakable_cudagraph_if_incompatible)" if multimodal_prefill_graphs_off(hw) else
+                "its indexer scratch in the capture pool runs out of memory (arg_groups/cuda_graph_hook.py "
+                "disable_breakable_cudagraph_if_incompatible; no prefill graph memory reserved either)"
+                if breakable_prefill_graphs_off(hw) else
                 "trtllm_mla would fall back to FlashAttention under them (arg_groups/cuda_graph_hook.py "
                 "disable_prefill_cuda_graph_for_deepseek_trtllm_mla)")))
     if hw.vlm_mem_fraction_factor is not None and hw.architecture in MM_NO_CHUNKED_PREFILL_ARCHS:
@@ -902,7 +980,7 @@ def _role_pools(server: ServerArgs, hw: Hardware, given: set[str], out: list[Res
         # (arg_groups/pipeline.py: handle_gpu_memory_settings runs first): ``or 1`` when not given
         set_draft = "speculative_num_draft_tokens" in given or "speculative_num_draft_tokens" in cfg.server
         draft = rs.speculative_num_draft_tokens if rs.speculative_algorithm.enabled and set_draft else 1
-        mfs = mem_fraction_static_of(rs, hw, role=role, decode_tokens=running * draft)
+        mfs = mem_fraction_static_of(rs, hw, role=role, decode_tokens=running * draft, given=given | set(cfg.server))
         pool = kv_pool_tokens(attention_tp_hardware(hw, rs.attn_dp_size), mfs, rs.page_size, None,  # PD: no SWA pool (ServerArgs._check_roles)
                               rs.speculative_algorithm.enabled)
         if pool is None or pool <= 0 or (stated is None and pool == rs.max_total_num_tokens):

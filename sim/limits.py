@@ -440,7 +440,7 @@ def _check_hardware(scenario: Scenario, hw: Hardware | None) -> None:
     if hw is None or hw.weight_bytes is None:
         return
     srv = scenario.server
-    mfs = mem_fraction_static_of(srv, hw)
+    mfs = mem_fraction_static_of(srv, hw, given=scenario._server_given)
     if mfs <= 0:
         # the reserve alone takes the whole GPU: the settings it grows with are at fault,
         # not the weights (SGLang's reserve: arg_groups/memory_hook.py handle_gpu_memory_settings)

@@ -854,3 +854,61 @@ def test_the_pool_line_names_the_chunk_size_its_memory_fraction_reserves_for(tmp
         sc = load_scenario(_scenario(tmp_path, "llama-3.1-70b", "H100", 4, f"chunked_prefill_size: {chunk}"))
         (pool,) = [r for r in sc._resolved_defaults if r.key == "max_total_num_tokens"]
         assert f"chunked_prefill_size {chunk}" in pool.why and "cuda_graph_max_bs 512" in pool.why, pool.why
+
+
+def test_deepseek_v4_runs_256_token_pages_and_no_prefill_graphs(tmp_path):
+    """sglang 0.5.23 arg_groups/model_overrides/deepseek_v4.py ``_deepseek_v4_overrides`` declares
+    page_size 256 for DeepSeek-V4 on CUDA and ROCm, over a given one too; arg_groups/cuda_graph_hook.py
+    ``disable_breakable_cudagraph_if_incompatible`` turns its prefill graphs off on CUDA in
+    ``handle_cuda_graph_config``, before ``handle_gpu_memory_settings`` would reserve for them."""
+    from specsched.sim.defaults import breakable_prefill_graphs_off, page_size_snap
+    from specsched.sim.profile import load_profile
+
+    sc = load_scenario(_scenario(tmp_path, "deepseek-v4-flash", "B200", 4))
+    s = sc.server
+    assert s.page_size == 256 and s.disable_prefill_cuda_graph and s.prefill_graph_tokens == []
+    hw = load_profile(sc.profile, relative_to=sc.path).hardware
+    assert breakable_prefill_graphs_off(hw) and hw.mla
+    # 512 + 16384 x 1.5 + 4/8 GiB + 512 x 2: no MLA prefill-graph 1.5 GiB
+    mfs = round((183359 - (512 + 16384 * 1.5 + 512 + 1024)) / 183359, 3)
+    assert mem_fraction_static(hw, 16384, 16384, 512) == mfs == 0.855
+    assert s.max_total_num_tokens == kv_pool_tokens(hw, mfs, 256) and s.max_total_num_tokens % 256 == 0
+    assert {r.key for r in sc._resolved_defaults} >= {"page_size", "disable_prefill_cuda_graph"}
+    hip = load_scenario(_scenario(tmp_path, "deepseek-v4-flash", "MI355X", 4)).server
+    assert hip.page_size == 256
+    given_ = load_scenario(_scenario(tmp_path, "deepseek-v4-flash", "MI355X", 4, "page_size: 64"))
+    assert given_.server.page_size == 256
+    assert any(r.key == "page_size" and "_deepseek_v4_overrides" in r.why for r in given_._resolved_defaults)
+    # another MLA model keeps its pages and, on Hopper, its prefill graphs and their reserve
+    v3 = load_scenario(_scenario(tmp_path, "deepseek-v3", "H200", 8)).server
+    assert v3.page_size == 1 and not v3.disable_prefill_cuda_graph
+    assert page_size_snap(hip, hw.model_copy(update={"platform": "hip", "gpu": "MI355X"}), {"page_size"}) is None
+
+
+def test_a_stated_graph_switch_drops_its_reserve(tmp_path):
+    """arg_groups/memory_hook.py ``reserve_for_graph_mb`` reserves for a phase's graphs only when its
+    backend is not DISABLED (``--disable-decode-cuda-graph``, ``--disable-prefill-cuda-graph``), and
+    for the prefill sizes a server states (``cuda_graph_bs_prefill``, ``cuda_graph_max_bs_prefill``)."""
+    from specsched.sim.defaults import mem_fraction_static_of
+
+    hw = Hardware(platform="cuda", memory_mib=143771)
+    base = 512 + 8192 * 1.5 + 128
+    assert mem_fraction_static(hw, 8192, 16384, 256) == round((143771 - base - 512 - 58 * 8) / 143771, 3)
+    assert mem_fraction_static(hw, 8192, 16384, 256, decode_graphs=False) == round((143771 - base - 58 * 8) / 143771, 3)
+    assert mem_fraction_static(hw, 8192, 16384, 256, prefill_graphs=False) == round((143771 - base - 512) / 143771, 3)
+    assert mem_fraction_static(hw, 8192, 16384, 256, prefill_graph_count=3) == round((143771 - base - 512 - 24) / 143771, 3)
+    plain = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1)).server
+    for server, want in (("disable_decode_cuda_graph: true", mem_fraction_static(hw, 8192, 16384, 256, decode_graphs=False)),
+                         ("disable_prefill_cuda_graph: true", mem_fraction_static(hw, 8192, 16384, 256, prefill_graphs=False)),
+                         ("cuda_graph_max_bs_prefill: 1024", mem_fraction_static(hw, 8192, 16384, 256, prefill_graph_count=38))):
+        sc = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1, server))
+        assert mem_fraction_static_of(sc.server, hw, given=sc._server_given) == want
+        assert sc.server.max_total_num_tokens > plain.max_total_num_tokens
+    # a DeepSeek-V3 server on SM100: its prefill graphs are turned off after the reserve was taken
+    b200 = load_scenario(_scenario(tmp_path, "deepseek-v3", "B200", 8))
+    from specsched.sim.profile import load_profile
+
+    bhw = load_profile(b200.profile, relative_to=b200.path).hardware
+    assert b200.server.disable_prefill_cuda_graph
+    assert mem_fraction_static_of(b200.server, bhw, given=b200._server_given) == mem_fraction_static(bhw, 16384, 16384, 512)
+    assert mem_fraction_static(bhw, 16384, 16384, 512) < mem_fraction_static(bhw, 16384, 16384, 512, prefill_graphs=False)

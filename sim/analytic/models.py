@@ -163,6 +163,14 @@ given (arg_groups/model_overrides/deepseek_v2.py: the DeepSeek V3/R1/V3.1 branch
 ``attention_backend = "trtllm_mla"`` ``if get_platform().is_sm100``). Other architectures that
 override registers are not in the analytic table and keep page 1 here."""
 
+NO_BREAKABLE_PREFILL_ARCHS = frozenset({"DeepseekV4ForCausalLM"})
+"""Architectures whose breakable prefill graph SGLang 0.5.23 turns off on CUDA too
+(arg_groups/cuda_graph_hook.py ``disable_breakable_cudagraph_if_incompatible``: DeepSeek-V4's
+indexer scratch pinned in the capture pool runs out of memory; prefill context parallel,
+which re-enables it, is not modelled). That hook runs in ``handle_cuda_graph_config``, before
+``handle_gpu_memory_settings`` (arg_groups/pipeline.py ``run_resolution_pipeline``), so the memory
+reserve has no prefill graphs either (sim/defaults.py ``mem_fraction_static``)."""
+
 MM_PREFILL_GRAPH_ARCHS = frozenset({
     "MiniMaxM3SparseForConditionalGeneration", "Cohere2VisionForConditionalGeneration",
     "Glm5NextForConditionalGeneration", "InternS2MobiusForConditionalGeneration", "PaddleOCRVLForConditionalGeneration",

@@ -36,7 +36,12 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 from specsched.sim.analytic.gpus import GpuSpec
-from specsched.sim.analytic.models import MM_PREFILL_GRAPH_ARCHS, TRTLLM_MLA_ARCHS, ModelArch
+from specsched.sim.analytic.models import (
+    MM_PREFILL_GRAPH_ARCHS,
+    NO_BREAKABLE_PREFILL_ARCHS,
+    TRTLLM_MLA_ARCHS,
+    ModelArch,
+)
 from specsched.sim.errors import ConfigError
 
 BF16 = 2  # bytes of a bf16 element (activations, KV cache)
@@ -495,18 +500,11 @@ def eager_issue_per_kernel_s(eff: Efficiency) -> float:
     return eff.eager_launch_per_kernel_s * REFERENCE_HOST_GHZ / eff.host_ghz
 
 
-NO_BREAKABLE_PREFILL_ARCHS = frozenset({"DeepseekV4ForCausalLM"})
-"""Architectures whose breakable prefill graph SGLang 0.5.23 turns off on CUDA too
-(arg_groups/cuda_graph_hook.py ``disable_breakable_cudagraph_if_incompatible``: DeepSeek-V4's
-indexer scratch pinned in the capture pool runs out of memory; prefill context parallel,
-which re-enables it, is not modelled)."""
-
-
 def prefill_runs_eager(arch: ModelArch, gpu: GpuSpec) -> bool:
     """Whether SGLang 0.5.23 runs this model's extend (prefill) forwards without graphs on
     ``gpu``: always off CUDA (model_executor/cuda_graph_config.py ``default_prefill_backend``:
     breakable on CUDA, disabled elsewhere, so on ROCm every extend is issued kernel by
-    kernel) and for :data:`NO_BREAKABLE_PREFILL_ARCHS` on CUDA as well; a multimodal model
+    kernel) and for :data:`~sim.analytic.models.NO_BREAKABLE_PREFILL_ARCHS` on CUDA as well; a multimodal model
     not validated for them (cuda_graph_hook.py ``disable_breakable_cudagraph_if_incompatible``,
     :data:`~sim.analytic.models.MM_PREFILL_GRAPH_ARCHS`); DeepSeek-V3 on SM100, whose default
     trtllm_mla turns them off (``disable_prefill_cuda_graph_for_deepseek_trtllm_mla``)."""
