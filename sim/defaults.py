@@ -303,6 +303,55 @@ def draft_tree_refusal(server: ServerArgs, hw: Hardware, given: set[str]) -> str
     return None
 
 
+MODEL_SPEC_ALGORITHMS = {"DeepseekV4ForCausalLM": ("eagle", "dspark")}
+"""Speculative algorithms SGLang's model hook lets a model start with, by architecture
+(arg_groups/deepseek_v4_hook.py ``apply_deepseek_v4_defaults``: ``assert speculative_algorithm in
+("EAGLE", "DSPARK")``, and EAGLE only ``with topk == 1``). The hook runs in
+``handle_model_specific_adjustments``, before the speculative hook aliases NEXTN to EAGLE or makes
+its automatic choice (arg_groups/pipeline.py ``run_resolution_pipeline``), so it reads the names and
+the topk as launched."""
+
+
+def model_spec_refusal(server: ServerArgs, hw: Hardware, given: set[str]) -> tuple[str, Any, str] | None:
+    """(key, value, why) where SGLang 0.5.23 refuses to start this model with this speculative
+    setting (:data:`MODEL_SPEC_ALGORITHMS`), else None. ``given``: the keys the scenario set (a
+    topk SGLang would choose later is not there yet when the hook asserts)."""
+    allowed = MODEL_SPEC_ALGORITHMS.get(hw.architecture)
+    algo = server.speculative_algorithm
+    if allowed is None or not algo.enabled:
+        return None
+    if algo.value not in allowed:
+        return ("speculative_algorithm", algo.value,
+                f"SGLang refuses {hw.architecture} with it at start (arg_groups/deepseek_v4_hook.py "
+                f"apply_deepseek_v4_defaults asserts the launch name is one of {', '.join(a.upper() for a in allowed)}; "
+                "NEXTN/MTP is launched as EAGLE there); allowed: " + ", ".join(allowed))
+    if algo.value == "eagle" and not ("speculative_eagle_topk" in given and server.speculative_eagle_topk == 1):
+        topk = server.speculative_eagle_topk if "speculative_eagle_topk" in given else None
+        return ("speculative_eagle_topk", topk,
+                f"SGLang refuses EAGLE on {hw.architecture} unless the launch gives --speculative-eagle-topk 1 "
+                "(arg_groups/deepseek_v4_hook.py apply_deepseek_v4_defaults asserts it before the automatic choice); "
+                "allowed: speculative_eagle_topk: 1 with speculative_num_steps")
+    return None
+
+
+def _refuse_model_spec(scenario: Scenario, server: ServerArgs, hw: Hardware, given: set[str]) -> None:
+    """Raise where :func:`model_spec_refusal` refuses the server or a disaggregated role's (each
+    role its own SGLang server, given the section's keys and its own).
+
+    Raises:
+        ConfigError: naming the key under the server or the role."""
+    from specsched.sim.errors import ConfigError
+
+    servers = [("server", server, given)]
+    if server.disaggregation is not None:
+        for role in ("prefill", "decode"):
+            own = set(getattr(server.disaggregation, role).server)
+            servers.append((f"server.disaggregation.{role}.server", server.role_server(role), given | own))
+    for where, srv, keys in servers:
+        if (why := model_spec_refusal(srv, hw, keys)) is not None:
+            raise ConfigError(scenario_file(scenario, scenario.name), f"{where}.{why[0]}", why[1], why[2])
+
+
 def _refuse_draft_trees(scenario: Scenario, server: ServerArgs, hw: Hardware, given: set[str]) -> None:
     """Raise where :func:`draft_tree_refusal` refuses the server or a disaggregated role's
     (each role is its own SGLang server; its given keys are the server section's and its own).
@@ -1093,6 +1142,7 @@ def apply_hardware_defaults(scenario: Scenario, given: set[str] | None = None,
     filled = filled + reset
     server = decode_extra_slots_default(server, given, filled)
     if hw is not None:
+        _refuse_model_spec(scenario, server, hw, given)
         _refuse_draft_trees(scenario, server, hw, given)
     if hw is not None and server.disaggregation is not None and any(r.key == "sliding_window_size" for r in filled):
         from specsched.sim.errors import ConfigError

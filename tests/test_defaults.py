@@ -912,3 +912,27 @@ def test_a_stated_graph_switch_drops_its_reserve(tmp_path):
     assert b200.server.disable_prefill_cuda_graph
     assert mem_fraction_static_of(b200.server, bhw, given=b200._server_given) == mem_fraction_static(bhw, 16384, 16384, 512)
     assert mem_fraction_static(bhw, 16384, 16384, 512) < mem_fraction_static(bhw, 16384, 16384, 512, prefill_graphs=False)
+
+
+@pytest.mark.parametrize("server, key", [
+    ("speculative_algorithm: eagle", "server.speculative_eagle_topk"),
+    ("speculative_algorithm: eagle, speculative_num_steps: 3, speculative_eagle_topk: 2, speculative_num_draft_tokens: 4",
+     "server.speculative_eagle_topk"),
+    ("speculative_algorithm: nextn", "server.speculative_algorithm"),
+    ("speculative_algorithm: eagle3, speculative_num_steps: 3, speculative_eagle_topk: 1", "server.speculative_algorithm"),
+])
+def test_deepseek_v4_starts_only_with_eagle_topk_one_or_dspark(tmp_path, server, key):
+    """sglang 0.5.23 arg_groups/deepseek_v4_hook.py ``apply_deepseek_v4_defaults`` asserts the launch's
+    algorithm is EAGLE or DSPARK and EAGLE's topk is 1, before the speculative hook's aliases and
+    automatic choice: SGLang does not start, so the scenario is refused in one line naming the key."""
+    from specsched.sim.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        load_scenario(_scenario(tmp_path, "deepseek-v4-flash", "MI355X", 4, server))
+    assert e.value.key == key and "apply_deepseek_v4_defaults" in str(e.value)
+    ok = load_scenario(_scenario(tmp_path, "deepseek-v4-flash", "MI355X", 4,
+                                 "speculative_algorithm: eagle, speculative_num_steps: 3, speculative_eagle_topk: 1"))
+    assert ok.server.spec_window == 4
+    # another model keeps SGLang's automatic choice
+    v3 = load_scenario(_scenario(tmp_path, "deepseek-v3", "MI355X", 8, "speculative_algorithm: nextn")).server
+    assert (v3.speculative_num_steps, v3.speculative_eagle_topk, v3.speculative_num_draft_tokens) == (3, 1, 4)
