@@ -390,6 +390,12 @@ def default_page_size(server: ServerArgs, hw: Hardware, given: set[str]) -> int:
     return 64 if backend in BACKEND_PAGE_SIZES else 1
 
 
+MLA_PREFILL_GRAPH_MAX_TOKENS = 8192
+"""Largest prefill graph bucket SGLang 0.5.23 captures by default for an MLA model
+(arg_groups/memory_hook.py ``handle_gpu_memory_settings``: ``prefill_cuda_graph_config.max_bs =
+min(8192, cfg.chunked_prefill_size)`` when ``use_mla_backend``; the chunk itself otherwise)."""
+
+
 def prefill_graph_sizes(max_tokens: int) -> int:
     """How many prefill graph sizes SGLang captures up to ``max_tokens`` tokens
     (cuda_graph_hook.py ``generate_prefill_cuda_graph_batch_sizes``)."""
@@ -839,6 +845,20 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
             f"from the KV pool and context length {ctx}" + (
                 f": {per_rank} per DP rank x {ranks} ranks (resolve_max_num_reqs divides only a given limit)"
                 if ranks > 1 else ""))
+    limit_set = ("max_running_requests" in given or hw.architecture in MODEL_MAX_RUNNING_REQUESTS
+                 or server.speculative_algorithm.enabled)
+    if limit_set and ((pool is not None and pool > 0) or "max_total_num_tokens" in given):
+        # a set limit (the scenario's, the model hook's or the speculative reset) is still cut to
+        # half the pool per DP rank (kv_cache_configurator.py resolve_max_num_reqs)
+        ranks = server.attn_dp_size
+        mrr_v = vals.get("max_running_requests", server.max_running_requests)
+        per_rank, cap = max(1, mrr_v // ranks), max(1, pool_v // 2)
+        if per_rank > cap:
+            vals["max_running_requests"] = cap * ranks
+            out[:] = [r for r in out if r.key != "max_running_requests"]
+            out.append(Resolved("max_running_requests", cap * ranks, (
+                f"capped: SGLang takes min({mrr_v}{f' // {ranks} DP ranks' if ranks > 1 else ''}, KV pool "
+                f"{pool_v} // 2) (mem_cache/kv_cache_configurator.py resolve_max_num_reqs)")))
     put("sync_mode", platform_sync_mode(hw.platform), f"SGLang's publish wait on {hw.platform}")
     put("prefill_slot_expansion_sync", hw.slot_expansion_sync,
         "the profile's build " + ("blocks in DSpark prefill slot expansion" if hw.slot_expansion_sync else "passes output_size (sglang 0.5.23)"))
@@ -853,6 +873,11 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
                 if breakable_prefill_graphs_off(hw) else
                 "trtllm_mla would fall back to FlashAttention under them (arg_groups/cuda_graph_hook.py "
                 "disable_prefill_cuda_graph_for_deepseek_trtllm_mla)")))
+    if (hw.platform == "cuda" and hw.mla and not vals.get("disable_prefill_cuda_graph", server.disable_prefill_cuda_graph)
+            and server.cuda_graph_bs_prefill is None and chunk_v > MLA_PREFILL_GRAPH_MAX_TOKENS):
+        put("cuda_graph_max_bs_prefill", MLA_PREFILL_GRAPH_MAX_TOKENS,
+            f"SGLang caps an MLA model's prefill graphs at {MLA_PREFILL_GRAPH_MAX_TOKENS} tokens, below the chunk "
+            f"{chunk_v} (arg_groups/memory_hook.py handle_gpu_memory_settings): a larger extend runs eagerly")
     if hw.vlm_mem_fraction_factor is not None and hw.architecture in MM_NO_CHUNKED_PREFILL_ARCHS:
         # after the memory settings used the chunk (mfs above), whatever the user gave
         vals["chunked_prefill_size"] = -1

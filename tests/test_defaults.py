@@ -936,3 +936,32 @@ def test_deepseek_v4_starts_only_with_eagle_topk_one_or_dspark(tmp_path, server,
     # another model keeps SGLang's automatic choice
     v3 = load_scenario(_scenario(tmp_path, "deepseek-v3", "MI355X", 8, "speculative_algorithm: nextn")).server
     assert (v3.speculative_num_steps, v3.speculative_eagle_topk, v3.speculative_num_draft_tokens) == (3, 1, 4)
+
+
+def test_a_set_running_limit_is_cut_to_half_the_pool(tmp_path):
+    """sglang 0.5.23 mem_cache/kv_cache_configurator.py ``resolve_max_num_reqs``: a limit that is set
+    (given, the speculative reset's 48, a model hook's) is min(limit // DP ranks, pool // 2) too,
+    not only the automatic one."""
+    spec = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1,
+                                   "speculative_algorithm: eagle, max_total_num_tokens: 64"))
+    assert spec.server.max_running_requests == 32
+    assert any(r.key == "max_running_requests" and "resolve_max_num_reqs" in r.why for r in spec._resolved_defaults)
+    given_ = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1,
+                                     "max_running_requests: 100, max_total_num_tokens: 150")).server
+    assert given_.max_running_requests == 75
+    roomy = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1, "speculative_algorithm: eagle")).server
+    assert roomy.max_running_requests == 48
+
+
+def test_mla_prefill_graphs_stop_at_8192_tokens(tmp_path):
+    """sglang 0.5.23 arg_groups/memory_hook.py ``handle_gpu_memory_settings``: an MLA model's default
+    prefill graph limit is min(8192, chunked_prefill_size); other models capture up to the chunk."""
+    v3 = load_scenario(_scenario(tmp_path, "deepseek-v3", "H200", 8, "chunked_prefill_size: 16384")).server
+    assert v3.cuda_graph_max_bs_prefill == 8192 and v3.prefill_graph_tokens[-1] == 8192
+    at_8k = load_scenario(_scenario(tmp_path, "deepseek-v3", "H200", 8)).server
+    assert at_8k.cuda_graph_max_bs_prefill is None and at_8k.prefill_graph_tokens[-1] == 8192
+    stated = load_scenario(_scenario(tmp_path, "deepseek-v3", "H200", 8,
+                                     "chunked_prefill_size: 16384, cuda_graph_max_bs_prefill: 16384")).server
+    assert stated.prefill_graph_tokens[-1] == 16384
+    llama = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1, "chunked_prefill_size: 16384")).server
+    assert llama.cuda_graph_max_bs_prefill is None and llama.prefill_graph_tokens[-1] == 16384
