@@ -52,8 +52,10 @@ class Hardware(BaseModel):
     context_len: the model's maximum context (max_running_requests formula).
     mla: the model uses MLA attention (SGLang reserves more memory for MLA prefill graphs).
     context_mib: memory already taken when SGLang measures free memory before loading
-        weights (driver context, communication buffers): not a server argument; 1 GiB
-        assumed unless a profile measured it.
+        weights (driver context, communication buffers; mem_cache/kv_cache_configurator.py
+        ``_profile_available_bytes``): not a server argument. An analytic profile writes the
+        GPU table's figure (sim/analytic/data/gpus.yaml ``context_mib``, an assumption stated
+        there); a profile that states none is read at 1 GiB, the same assumption.
     slot_expansion_sync: the server build's DSpark prefill expands slots with
         repeat_interleave without output_size (HIP unified-KV backend before sglang 0.5.23),
         which blocks the host until the prefill forward drains.

@@ -866,6 +866,12 @@ def test_a_bf16_or_fp8_profile_is_unchanged_by_the_4bit_formats(gpu, tp, dtype):
     # and, above TP1, the attention weights each GPU holds beyond its TP share under DP attention
     dp_w = d["hardware"].pop("dp_attention_weight_bytes", None)
     assert (dp_w is None) == (tp == 1) and (d["provenance"].pop("hardware.dp_attention_weight_bytes", None) is None) == (tp == 1)
+    # and the memory taken before loading, written from the GPU table's stated assumption (it was
+    # the same 1 GiB, read from the Hardware default, with the same provenance sentence)
+    assert d["hardware"].pop("context_mib") == d["analytic"]["gpu"].pop("context_mib") == 1024
+    assert "gpus.yaml" in d["provenance"]["hardware.context_mib"]
+    d["provenance"]["hardware.context_mib"] = ("assumed 1 GiB taken before SGLang measures free memory "
+                                               "(driver context, NCCL/RCCL buffers)")
     # and the issue of an extend (injection) that runs eagerly, beside the prefill graph's
     # (where the prefill graph is the default: CUDA)
     for k in ("extend", "inject"):

@@ -965,3 +965,25 @@ def test_mla_prefill_graphs_stop_at_8192_tokens(tmp_path):
     assert stated.prefill_graph_tokens[-1] == 16384
     llama = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1, "chunked_prefill_size: 16384")).server
     assert llama.cuda_graph_max_bs_prefill is None and llama.prefill_graph_tokens[-1] == 16384
+
+
+def test_the_memory_before_loading_is_the_gpu_tables_assumption(tmp_path):
+    """The memory taken before SGLang measures free memory (kv_cache_configurator.py
+    ``_profile_available_bytes``) is not knowable from a datasheet: the GPU table states the
+    assumption (gpus.yaml ``context_mib``), the analytic profile carries it with its provenance,
+    and the KV pool follows it."""
+    from specsched.sim.profile import load_profile
+
+    gpu = load_gpu("H200")
+    assert gpu.context_mib == 1024
+    prof = tmp_path / "p.yaml"
+    write_analytic_profile(build_profile(load_model("llama-3.1-8b"), gpu, 1), prof)
+    p = load_profile(str(prof))
+    assert "context_mib" in p.hardware.model_fields_set and p.hardware.context_mib == gpu.context_mib
+    assert "gpus.yaml" in p.provenance["hardware.context_mib"]
+    more = tmp_path / "more.yaml"
+    write_analytic_profile(build_profile(load_model("llama-3.1-8b"), gpu.model_copy(update={"context_mib": 4096}), 1), more)
+    hw, hw4 = p.hardware, load_profile(str(more)).hardware
+    assert hw4.context_mib == 4096
+    assert kv_pool_tokens(hw4, 0.903) < kv_pool_tokens(hw, 0.903)
+    assert kv_pool_tokens(hw, 0.903) - kv_pool_tokens(hw4, 0.903) == pytest.approx(3072 * 2**20 * 0.903 / 131072, abs=1)

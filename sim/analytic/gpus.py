@@ -20,6 +20,8 @@ class GpuSpec(BaseModel):
     peak where the GPU multiplies 4-bit operands natively (None: 4-bit weights are dequantized
     to bf16 in the kernel and run at the bf16 rate, as on Hopper). ``hbm_tbps``: memory bandwidth,
     TB/s. ``memory_mib``: the total the driver reports, which SGLang's memory heuristics read.
+    ``context_mib``: memory taken before SGLang measures the free memory its KV pool is sized from
+    (an assumption the table states, not a datasheet figure; the profile's ``hardware.context_mib``).
     ``link_gbps``: TP interconnect bandwidth per direction, GB/s. ``mesh_links``: on a
     fully connected point-to-point mesh (AMD Infinity Fabric: one xGMI link to each of 7
     peers in an 8-GPU node) the number of links ``link_gbps`` sums; a TP group of ``tp``
@@ -48,6 +50,7 @@ class GpuSpec(BaseModel):
     hbm_tbps: float = Field(gt=0)
     memory_gb: float = Field(gt=0)
     memory_mib: float = Field(gt=0)
+    context_mib: float = Field(ge=0)
     link_gbps: float = Field(gt=0)
     mesh_links: int | None = Field(None, ge=1)
     compute_capability: int | None = Field(None, ge=1)

@@ -271,7 +271,9 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
                                         "embedding/LM head where it does not share the target's): SGLang loads it "
                                         "only when the server speculates, so a plain run's KV pool has it too "
                                         "(mem_cache/kv_cache_configurator.py _profile_available_bytes)"),
-        "hardware.context_mib": "assumed 1 GiB taken before SGLang measures free memory (driver context, NCCL/RCCL buffers)",
+        "hardware.context_mib": (f"the GPU table's context_mib for {gpu.name} (sim/analytic/data/gpus.yaml): "
+                                 f"{gpu.context_mib:g} MiB assumed taken before SGLang measures free memory (driver "
+                                 "context, NCCL/RCCL buffers; kv_cache_configurator.py _profile_available_bytes), not measured"),
         **host_prov,
         **({"dtype": _fp4_provenance(dtype, gpu)} if dtype in FP4_BITS else {}),
     }
@@ -366,6 +368,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         "host": host,
         "hardware": {
             "platform": gpu.platform, "gpu": gpu.name, "tp_size": tp, "memory_mib": gpu.memory_mib,
+            "context_mib": gpu.context_mib,
             "weight_bytes": float(round(w_bytes)), "draft_weight_bytes": float(round(draft_w_bytes)),
             "kv_cell_bytes": float(full_cell),
             "draft_kv_cell_bytes": float(draft_cell),
