@@ -37,7 +37,12 @@ PREFILL_MODES = ("extend", "mixed")
 VERIFY_MODES = ("verify", "decode")
 GANTT_COLORS = {"prefill": "#d62728", "verify": "#1f77b4", "host": "#7f7f7f"}
 LINESTYLES = ("-", "--", ":", "-.")
-"""Line styles of a timeline's servers (decode server 0, 1, ...), cycled."""
+"""Line styles of a timeline's servers (decode server 0, 1, ...) and of a sweep plot's
+series, cycled."""
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+"""Point markers of a sweep plot's series, cycled: with :data:`LINESTYLES` (4 and 7 entries)
+the first 28 series each get their own pair, so lines that overlap stay told apart where
+colour alone would not (tab10 repeats after 10; grey-scale prints)."""
 
 
 # ---------------------------------------------------------------- inputs and helpers

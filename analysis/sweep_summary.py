@@ -302,7 +302,9 @@ def plot_sweep(summary: pd.DataFrame, x: str | None = None, slos: Sequence[Any] 
 
     One panel per metric; ``x`` (default: the parameter with most values, numeric first) on
     the horizontal axis (log scale when positive and spanning more than two decades); one
-    line per combination of the other parameters, with its confidence band; percentile
+    line per combination of the other parameters, with its confidence band, each with its own
+    colour, dash style and marker (cycled: 28 series before a pair repeats) so that lines
+    lying on top of each other stay readable; percentile
     panels say "pooled over seeds". A parameter whose values are names (a sync mode, a
     policy) has no order between them: its points are markers with their intervals as error
     bars, side by side per combination, not joined by lines that would read as a trend. The
@@ -315,7 +317,7 @@ def plot_sweep(summary: pd.DataFrame, x: str | None = None, slos: Sequence[Any] 
     Raises:
         ValueError: an empty summary or an unknown ``x``.
     """
-    from specsched.analysis.plots import _colors, metric_label, plt
+    from specsched.analysis.plots import LINESTYLES, MARKERS, _colors, metric_label, plt
 
     if summary.empty:
         raise ValueError("the sweep has no finished run to plot")
@@ -344,6 +346,7 @@ def plot_sweep(summary: pd.DataFrame, x: str | None = None, slos: Sequence[Any] 
     colors = _colors(len(groups))
     for ax, m in zip(axes.flat, metrics, strict=False):
         for k, (color, (key, g)) in enumerate(zip(colors, groups, strict=True)):
+            ls, marker = LINESTYLES[k % len(LINESTYLES)], MARKERS[k % len(MARKERS)]
             d = g[g["metric"] == m]
             xs = d[x].to_numpy(float) if numeric else np.array([cats.index(tick(v)) for v in d[x]], float)
             order = np.argsort(xs, kind="stable")
@@ -356,10 +359,10 @@ def plot_sweep(summary: pd.DataFrame, x: str | None = None, slos: Sequence[Any] 
                 # side by side within a category, error bars for the interval
                 shift = (k - (len(groups) - 1) / 2) * min(0.6 / len(groups), 0.15)
                 err = np.where(band, [ys - lo, hi - ys], 0.0)
-                ax.errorbar(xs + shift, ys, yerr=np.clip(err, 0, None), fmt="o", color=color, ms=5, capsize=3,
+                ax.errorbar(xs + shift, ys, yerr=np.clip(err, 0, None), fmt=marker, color=color, ms=5, capsize=3,
                             lw=1.2, label=label)
                 continue
-            ax.plot(xs, ys, "o-", color=color, ms=4, lw=1.5, label=label)
+            ax.plot(xs, ys, color=color, ls=ls, marker=marker, ms=4, lw=1.5, label=label)
             if band.any():
                 ax.fill_between(xs[band], lo[band], hi[band], color=color, alpha=0.2, lw=0)
         pooled = set(summary.loc[summary["metric"] == m, "across_seeds"]) == {"pooled"}

@@ -522,3 +522,30 @@ def test_a_sweep_says_when_a_point_rejected_requests(tmp_path, capsys):
                  "--out", str(tmp_path / "sw.parquet"), "--quiet"]) == 0
     warn = [x for x in capsys.readouterr().err.splitlines() if "rejected requests" in x]
     assert len(warn) == 1 and "at 1 point(s)" in warn[0], warn
+
+
+@pytest.mark.parametrize("x_values", [[2, 4, 6], ["host_block", "stream_wait", "cross_queue_wait"]])
+def test_each_sweep_series_has_its_own_dash_style_and_marker(x_values):
+    """Three arms over a window sweep whose throughputs coincide were three ``o-`` lines
+    told apart by colour only, the top one hiding the rest (and all alike in grey). Each
+    series now has its own dash style and marker, in the legend too; over named values
+    (markers with error bars, no line) the markers differ."""
+    from specsched.analysis.sweep_summary import plot_sweep
+
+    rows = [{"point": 3 * a + i, "arm": arm, "server.x": v, "metric": "output_throughput", "across_seeds": "mean",
+             "value": 100.0 + i, "ci_low": math.nan, "ci_high": math.nan, "seeds": 1}
+            for a, arm in enumerate(("base", "stream_wait", "both")) for i, v in enumerate(x_values)]
+    fig = plot_sweep(pd.DataFrame(rows), x="server.x")
+    ax = fig.axes[0]
+    if ax.containers:   # named values: one error-bar container per series, its data line first
+        drawn = [c.lines[0] for c in ax.containers]
+        assert all(ln.get_linestyle() in ("None", "none", "") for ln in drawn)
+        assert len({ln.get_marker() for ln in drawn}) == 3
+    else:
+        drawn = ax.get_lines()
+        assert len(drawn) == 3 and len({(ln.get_linestyle(), ln.get_marker()) for ln in drawn}) == 3
+        assert len({ln.get_linestyle() for ln in drawn}) == 3 and len({ln.get_marker() for ln in drawn}) == 3
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["arm=base", "arm=stream_wait", "arm=both"]
+    handles, _ = ax.get_legend_handles_labels()   # what the legend draws its keys from
+    keys = [h.lines[0] if hasattr(h, "lines") else h for h in handles]
+    assert len({(k.get_linestyle(), k.get_marker()) for k in keys}) == 3
