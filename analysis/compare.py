@@ -64,7 +64,7 @@ HIGHER_IS_BETTER = ("throughput", "verify_cycles_per_s", "decode_steps_per_s", "
 """Metric name fragments where an increase is an improvement (else lower is better)."""
 
 TABLE_COLUMNS = ("metric", "base_arm", "arm", "n_seeds", "base_value", "arm_value", "change_pct",
-                 "ci_low_pct", "ci_high_pct", "across_seeds", "noise_pct", "rate_bound")
+                 "ci_low_pct", "ci_high_pct", "across_seeds", "noise_pct", "rate_bound", "accept_length_differs")
 """``base_value``/``arm_value``: each arm's value over seeds in the metric's unit (the mean, or
 the pooled percentile; ``across_seeds`` says which); ``change_pct`` and its CI are the change;
 ``noise_pct`` the size below which a change counts as the same (:func:`noise_pct`);
@@ -72,7 +72,15 @@ the pooled percentile; ``across_seeds`` says which); ``change_pct`` and its CI a
 ``verify_cycles_per_s`` is missing for a run with no steady batch; 0 when no seed has it in
 both arms, e.g. only one arm speculates: each value is then its own arm's mean and the change
 is n/a); ``rate_bound`` True for a throughput of open-loop runs that kept pace with their
-arrivals in both arms (:func:`rate_bound`)."""
+arrivals in both arms (:func:`rate_bound`); ``accept_length_differs`` True when the two arms'
+accept length (tokens committed per verify cycle) is not the same by :func:`verdict`'s rule
+(or only one arm has one): their ``verify_cycles_per_s`` is then judged neither better nor
+worse (:data:`ACCEPT_NOTE`)."""
+CYCLES_METRIC = "verify_cycles_per_s"
+"""The verify-cycle rate (target-model verify forwards per second, SGLang's EAGLE/DSpark
+``forward_batch_speculative_generation`` rounds). A request gains accept length tokens per
+cycle, so tokens/s = cycles/s x accept length: with the accept length changed, more or fewer
+cycles per second says nothing about speed on its own."""
 MIN_CHANGE_PCT = 1.0
 """Default smallest change (%, either way) that a comparison calls better or worse. A change
 below it is below what the simulator resolves: its predictions of the reference figures sit
@@ -353,6 +361,7 @@ def summarize_comparison(
         b, c = wide.loc[base], wide.loc[arm]
         same_seeds = paired and list(b.index) == list(c.index)
         both_rate_bound = rate_bound(b) and rate_bound(c)
+        accept_differs = _accept_length_differs(b, c, same_seeds, confidence, n_resamples, min_change_pct)
         for m in metrics:
             bound = both_rate_bound and m in RATE_BOUND_METRICS
             noise = noise_pct(b[m].to_numpy(float), c[m].to_numpy(float), same_seeds, min_change_pct)
@@ -364,22 +373,49 @@ def summarize_comparison(
                     pct, lo, hi = pooled_pct_change_ci(pb, pc, pm[1], confidence=confidence,
                                                        n_resamples=min(n_resamples, POOLED_RESAMPLES))
                     rows.append((m, base, arm, len(seeds), pb.percentile(pm[1]), pc.percentile(pm[1]), pct, lo, hi,
-                                 "pooled", noise, bound))
+                                 "pooled", noise, bound, accept_differs))
                     continue
-            if same_seeds:   # the seeds where both arms have the metric: the means, the change and its CI agree
-                bv, cv = b[m].to_numpy(float), c[m].to_numpy(float)
-                keep = np.isfinite(bv) & np.isfinite(cv)
-                bv, cv = bv[keep], cv[keep]
-            else:
-                bv, cv = b[m].dropna().to_numpy(float), c[m].dropna().to_numpy(float)
+            # paired: the seeds where both arms have the metric, so the means, the change and its CI agree
+            bv, cv = _paired_values(b[m], c[m], same_seeds)
             pct, lo, hi = pct_change_ci(bv, cv, paired=same_seeds, confidence=confidence,
                                         n_resamples=n_resamples)
             if len(bv) and len(cv):
                 bmean, cmean = float(bv.mean()), float(cv.mean())
             else:   # no seed to pair (only one arm speculates: its verify cycles/s): each arm's own, no change
                 bmean, cmean = _own_mean(b[m]), _own_mean(c[m])
-            rows.append((m, base, arm, int(min(len(bv), len(cv))), bmean, cmean, pct, lo, hi, "mean", noise, bound))
+            rows.append((m, base, arm, int(min(len(bv), len(cv))), bmean, cmean, pct, lo, hi, "mean", noise, bound,
+                         accept_differs))
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+
+def _paired_values(b: pd.Series, c: pd.Series, same_seeds: bool) -> tuple[np.ndarray, np.ndarray]:
+    """One metric's per-seed values of two arms: the seeds both have when paired, else each arm's own."""
+    if same_seeds:
+        bv, cv = b.to_numpy(float), c.to_numpy(float)
+        keep = np.isfinite(bv) & np.isfinite(cv)
+        return bv[keep], cv[keep]
+    return b.dropna().to_numpy(float), c.dropna().to_numpy(float)
+
+
+def _accept_length_differs(b: pd.DataFrame, c: pd.DataFrame, same_seeds: bool, confidence: float,
+                           n_resamples: int, min_change_pct: float) -> bool:
+    """Whether two arms' per-seed runs (``b``, ``c``: one row a seed, one column a metric)
+    have a different accept length (tokens committed per verify cycle): its :func:`verdict`
+    is anything but ``same``, or only one arm has one. False when neither speculates (no
+    ``accept_length`` value), so a ``verify_cycles_per_s`` row keeps its verdict then."""
+    if "accept_length" not in b.columns or "accept_length" not in c.columns:
+        return False
+    has_b, has_c = bool(b["accept_length"].notna().any()), bool(c["accept_length"].notna().any())
+    if not (has_b and has_c):
+        return has_b or has_c
+    bv, cv = _paired_values(b["accept_length"], c["accept_length"], same_seeds)
+    if not (len(bv) and len(cv)):
+        return True
+    pct, lo, hi = pct_change_ci(bv, cv, paired=same_seeds, confidence=confidence, n_resamples=n_resamples)
+    noise = noise_pct(b["accept_length"].to_numpy(float), c["accept_length"].to_numpy(float), same_seeds,
+                      min_change_pct)
+    return verdict({"metric": "accept_length", "change_pct": pct, "ci_low_pct": lo, "ci_high_pct": hi,
+                    "noise_pct": noise, "base_value": float(bv.mean()), "arm_value": float(cv.mean())}) != "same"
 
 
 def compare_arms(
@@ -442,6 +478,10 @@ RATE_BOUND_NOTE = (f"rate-bound: a throughput of open-loop arrivals (poisson/tra
                    f"pace with (ended within {RATE_BOUND_DRAIN:.0%} of its duration after the last arrival): it measures "
                    "the arrival rate, not capacity; its change is only when the last requests finished")
 """The footnote of a table with a ``rate-bound`` verdict (:func:`rate_bound`)."""
+ACCEPT_NOTE = ("neutral: verify_cycles_per_s of arms whose accept length differs; each cycle commits that many "
+               "tokens (tokens/s = cycles/s x accept length), so cycles/s alone says nothing about speed: read "
+               "output_throughput and median_tpot_ms")
+"""The footnote of a table with a ``neutral`` verdict (:data:`CYCLES_METRIC`)."""
 
 
 def verdict(row: Any) -> str:
@@ -456,6 +496,9 @@ def verdict(row: Any) -> str:
     - ``rate-bound``: a throughput of open-loop runs that kept pace with their arrivals in
       both arms (``rate_bound``, :func:`rate_bound`): it measures the arrival rate, not
       capacity, so its change is no better or worse (:data:`RATE_BOUND_NOTE`);
+    - ``neutral``: ``verify_cycles_per_s`` of two arms whose accept length differs
+      (``accept_length_differs``): a cycle commits accept length tokens, so a change in
+      cycles/s is no better or worse on its own (:data:`ACCEPT_NOTE`);
     - ``n/a``: no change (a base of 0, or no seed where both arms have the metric), except
       ``requests_aborted`` from a base of 0: ``worse``.
 
@@ -472,6 +515,9 @@ def verdict(row: Any) -> str:
     bound = row.get("rate_bound", False) if hasattr(row, "get") else False
     if isinstance(bound, (bool, np.bool_)) and bound:   # a CSV read back without the column: NaN
         return "rate-bound"
+    differs = row.get("accept_length_differs", False) if hasattr(row, "get") else False
+    if row["metric"] == CYCLES_METRIC and isinstance(differs, (bool, np.bool_)) and differs:
+        return "neutral"
     higher_better = any(k in row["metric"] for k in HIGHER_IS_BETTER)
     if not (math.isfinite(lo) and math.isfinite(hi)):   # one seed
         if abs(change) <= noise:
@@ -509,6 +555,8 @@ def _rich_parts(table: pd.DataFrame, title: str | None, confidence: float
     caption = "values over seeds: mean; (pooled) = percentile of the pooled samples of all seeds\n" + VERDICT_RULE
     if any(r[-1] == "rate-bound" for r in rows):
         caption += "\n" + RATE_BOUND_NOTE
+    if any(r[-1] == "neutral" for r in rows):
+        caption += "\n" + ACCEPT_NOTE
     styles = [{"better": "green", "worse": "red"}.get(r[-1].split(" (")[0]) for r in rows]
     return header, rows, title or "Arms compared (change = 100 (arm - base) / base, paired bootstrap CI)", caption, styles
 
@@ -548,6 +596,8 @@ def to_markdown(table: pd.DataFrame, confidence: float = 0.95) -> str:
     lines += ["", VERDICT_RULE + "."]
     if any(r[-1] == "rate-bound" for r in rows):
         lines += ["", RATE_BOUND_NOTE + "."]
+    if any(r[-1] == "neutral" for r in rows):
+        lines += ["", ACCEPT_NOTE + "."]
     if any(r[0].endswith(" (pooled)") for r in rows):
         lines += ["", "(pooled): the percentile of the pooled samples of all seeds; other values are means over seeds."]
     return "\n".join(lines) + "\n"

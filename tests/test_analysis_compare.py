@@ -442,3 +442,40 @@ def test_a_run_held_back_by_max_concurrency_is_not_rate_bound():
     assert not compare.rate_bound(wide)
     free = compare.run_arms("h200/poisson-spec", ["base"], 1, overrides={"workload.num_requests": 24})
     assert 0 < free.set_index("metric")["value"][compare.ARRIVAL_SPAN]
+
+
+def _cycles_samples(accept_fix: list[float]) -> pd.DataFrame:
+    """Two arms over 4 seeds: the fix runs 10 % more verify cycles a second; its accept length is ``accept_fix``."""
+    rows = []
+    for s in range(4):
+        rows += [("base", s, "verify_cycles_per_s", 100.0 + s), ("fix", s, "verify_cycles_per_s", 110.0 + 1.1 * s),
+                 ("base", s, "accept_length", 3.0 + 0.01 * s), ("fix", s, "accept_length", accept_fix[s]),
+                 ("base", s, "output_throughput", 300.0 + s), ("fix", s, "output_throughput", 310.0 + s)]
+    return pd.DataFrame(rows, columns=["arm", "seed", "metric", "value"])
+
+
+def test_verify_cycles_per_s_is_neutral_when_the_accept_length_differs(tmp_path):
+    """A wider verify window ran 10 % more verify cycles a second at a shorter accept length and
+    the table called the cycles 'better', though a cycle then commits fewer tokens: cycles/s
+    alone says nothing about speed. With the accept length changed the row reads ``neutral``
+    (footnoted); with the same accept length it keeps its verdict; the CSV keeps the flag."""
+    shorter = compare.summarize_comparison(_cycles_samples([2.5, 2.51, 2.52, 2.53]))
+    t = shorter.set_index("metric")
+    assert t.loc["verify_cycles_per_s", "change_pct"] == pytest.approx(10.0)
+    assert bool(t.loc["verify_cycles_per_s", "accept_length_differs"])
+    assert compare.verdict(t.loc["verify_cycles_per_s"].to_dict() | {"metric": "verify_cycles_per_s"}) == "neutral"
+    assert compare.verdict(t.loc["accept_length"].to_dict() | {"metric": "accept_length"}) == "worse"
+    assert compare.verdict(t.loc["output_throughput"].to_dict() | {"metric": "output_throughput"}) == "better"
+    md = compare.to_markdown(shorter)
+    assert "| verify_cycles_per_s | base | 101.5 | fix | 111.7 | +10.00% |" in md and md.count("| neutral |") == 1
+    assert compare.ACCEPT_NOTE in md
+    back = pd.read_csv(compare.write_csv(shorter, tmp_path / "c.csv"))
+    assert [compare.verdict(r) for _, r in back.iterrows()] == [compare.verdict(r) for _, r in shorter.iterrows()]
+    same = compare.summarize_comparison(_cycles_samples([3.0, 3.01, 3.02, 3.03]))
+    s = same.set_index("metric").loc["verify_cycles_per_s"]
+    assert not bool(s["accept_length_differs"])
+    assert compare.verdict(s.to_dict() | {"metric": "verify_cycles_per_s"}) == "better"
+    assert "neutral" not in compare.to_markdown(same)
+    # asked for cycles/s alone, the accept length is still read from the runs
+    only = compare.summarize_comparison(_cycles_samples([2.5, 2.51, 2.52, 2.53]), ["verify_cycles_per_s"])
+    assert [compare.verdict(r) for _, r in only.iterrows()] == ["neutral"]
