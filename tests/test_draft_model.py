@@ -216,3 +216,25 @@ def test_a_profile_out_holding_a_scenario_is_not_replaced(tmp_path, capsys):
     assert main([*base, "--out", str(prof)]) in (0, None)
     assert main([*base, "--tp", "2", "--out", str(prof)]) in (0, None)   # a profile: replaced
     assert "tp_size: 2" in prof.read_text()
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    ([], "drafter: block (DSpark/DFlash), 1 target-shaped layer(s), verify window 6 (the default; an EAGLE/MTP "
+         "server: --drafter chain)"),
+    (["--drafter", "chain", "--window", "4"],
+     "drafter: chain (EAGLE/MTP/STANDALONE), 1 target-shaped layer(s), verify window 4 (--drafter chain)"),
+    (["--draft-model", "llama-3.1-8b"],
+     "drafter: chain (EAGLE/MTP/STANDALONE), the draft model llama-3.1-8b, verify window 6 (--draft-model)"),
+])
+def test_an_analytic_profile_says_which_drafter_it_assumed(tmp_path, capsys, args, said):
+    """An EAGLE user ran ``profile --analytic`` without ``--drafter`` and got a block
+    (DSpark) drafter's speculative costs with no word of it: the summary named the drafter's
+    KV only. It now says the drafter priced, its size and window, and, when it is the
+    default, that an EAGLE/MTP server wants ``--drafter chain``; the file records the same."""
+    out = tmp_path / "p.yaml"
+    assert main(["profile", "--analytic", "--model", "llama-3.1-70b", "--gpu", "H100", "--tp", "8", *args,
+                 "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert said in lines, lines
+    analytic = yaml.safe_load(out.read_text())["analytic"]
+    assert said.startswith(f"drafter: {analytic['drafter']} ") and f"window {analytic['window']} " in said

@@ -183,7 +183,8 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     hw = d["hardware"]
     dec = d["gpu"]["decode"]
     quiet = getattr(args, "quiet", False)   # -q: only the file written on stdout
-    for line in [f"wrote {out}"] if quiet else _summary(d, hw, dec, kv_chosen, out):
+    drafter_said = _drafter_text(d, given=args.drafter is not None, draft_model=draft_arch)
+    for line in [f"wrote {out}"] if quiet else _summary(d, hw, dec, kv_chosen, out, drafter_said):
         print(line)
     for a in arch.assumptions:   # each also in the profile's provenance.model
         # a default filled in for a key the config leaves out was said in the file only
@@ -199,9 +200,27 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     return 0
 
 
-def _summary(d: dict[str, Any], hw: dict[str, Any], dec: dict[str, Any], kv_chosen: str, out: Path) -> list[str]:
-    """The summary an analytic profile prints (stdout): name, weights and KV per rank, the KV
-    dtype chosen for auto, decode times at context 1024, the file written."""
+def _drafter_text(d: dict[str, Any], given: bool, draft_model: Any = None) -> str:
+    """The summary's line on the drafter the profile prices its speculative cycles with (a
+    profile always prices one, used only when a scenario speculates): its kind, SGLang's
+    algorithms of that kind, its size and the verify window the grids are timed at, and
+    whether ``--drafter`` chose it or it is the default. A block drafter (DSpark/DFlash)
+    drafts the window's tokens in one forward; a chain drafter (EAGLE/MTP/STANDALONE) one
+    token per serial draft forward (speculative/eagle_worker_v2.py's draft loop)."""
+    a = d["analytic"]
+    kind = {"block": "block (DSpark/DFlash)", "chain": "chain (EAGLE/MTP/STANDALONE)"}.get(a["drafter"], a["drafter"])
+    size = (f"the draft model {draft_model.name}" if draft_model is not None
+            else f"{a['draft_layers']} target-shaped layer(s)")
+    why = ("--draft-model" if draft_model is not None and not given else f"--drafter {a['drafter']}" if given
+           else "the default; an EAGLE/MTP server: --drafter chain")
+    return f"drafter: {kind}, {size}, verify window {a['window']} ({why})"
+
+
+def _summary(d: dict[str, Any], hw: dict[str, Any], dec: dict[str, Any], kv_chosen: str, out: Path,
+             drafter: str = "") -> list[str]:
+    """The summary an analytic profile prints (stdout): name, weights and KV per rank, the
+    drafter assumed (:func:`_drafter_text`), the KV dtype chosen for auto, decode times at
+    context 1024, the file written."""
     swa = (f" in the full pool + {hw['swa_kv_cell_bytes'] / 1024:.1f} KiB in the SWA pool (window {hw['sliding_window']})"
            if "swa_kv_cell_bytes" in hw else "")
     drafter_kv = (f"; the drafter's KV {hw['draft_kv_cell_bytes'] / 1024:.1f} KiB more when speculating"
@@ -209,6 +228,8 @@ def _summary(d: dict[str, Any], hw: dict[str, Any], dec: dict[str, Any], kv_chos
     lines = [f"{d['name']}: {d['device']}",
              f"weights {hw['weight_bytes'] / 2**30:.2f} GiB per rank; KV {hw['kv_cell_bytes'] / 1024:.1f} KiB per token "
              f"per rank{swa}{drafter_kv}"]
+    if drafter:
+        lines.append(drafter)
     if kv_chosen:
         lines.append(kv_chosen)
     lines.append("decode ms at context 1024, batch 1/8/64/256: " + ", ".join(
