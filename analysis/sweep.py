@@ -402,7 +402,8 @@ def _check_same_parameters(out: Path, old_points: Iterable[str], ids: list[str])
     and the plot had no axis for them.
 
     Raises:
-        ConfigError: naming ``out``, the parameters it holds and this sweep's.
+        ConfigError: naming ``out``, the parameters it holds and this sweep's, and the
+            ``--out`` to give (:func:`other_out`).
     """
     def keys(pid: str) -> tuple[str, ...]:
         return tuple(sorted(k for k in json.loads(pid) if k != "arm"))
@@ -414,7 +415,24 @@ def _check_same_parameters(out: Path, old_points: Iterable[str], ids: list[str])
             return ", ".join(ks) or "no parameter (the arm only)"
         raise ConfigError(str(out), "<resume>", says(new),
                           f"holds a sweep over {'; '.join(says(k) for k in sorted(held))}, not this one's parameters: "
-                          "choose another --out, or --no-resume to overwrite it")
+                          f"give --out {other_out(out, new, held)} (a new file; plot that one), or --no-resume to "
+                          "overwrite this one")
+
+
+def other_out(out: Path, new: Sequence[str], held: Iterable[Sequence[str]]) -> Path:
+    """A sweep file name beside ``out`` for a sweep over the parameters ``new`` (dotted keys)
+    where ``out`` holds one over ``held``: ``out``'s stem plus the last part of each key the
+    held sweep lacks (all of ``new`` when none, ``arm`` for an arm-only sweep), e.g.
+    ``results/sweep-batch8-ll-speculative_num_draft_tokens.parquet`` beside a sync-mode
+    sweep; ``-2``, ``-3``, ... appended while that name exists."""
+    old = {k for ks in held for k in ks}
+    tag = "-".join(k.rsplit(".", 1)[-1] for k in (sorted(set(new) - old) or sorted(new))) or "arm"
+    stem = f"{out.stem}-{tag}"
+    path, n = out.with_name(f"{stem}.parquet"), 1
+    while path.exists():
+        n += 1
+        path = out.with_name(f"{stem}-{n}.parquet")
+    return path
 
 
 def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], seeds: int, sha: str,

@@ -549,3 +549,32 @@ def test_each_sweep_series_has_its_own_dash_style_and_marker(x_values):
     handles, _ = ax.get_legend_handles_labels()   # what the legend draws its keys from
     keys = [h.lines[0] if hasattr(h, "lines") else h for h in handles]
     assert len({(k.get_linestyle(), k.get_marker()) for k in keys}) == 3
+
+
+def test_a_second_sweep_over_other_parameters_is_told_the_exact_out_to_give(tmp_path, capsys, monkeypatch):
+    """A sync-mode sweep then a window sweep of the same scenario: the second was refused
+    because the default file held the first, told to "choose another --out" but not which.
+    The one line now names the file to give (beside the first, named by the new axis), the
+    first file is untouched, and the command with that --out runs."""
+    from specsched.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    small = ["--seeds", "1", "--set", "workload.num_requests=4", "--workers", "1", "-q"]
+    assert main(["sweep", "batch8-ll", "--grid", "server.sync_mode=host_block,stream_wait", *small]) == 0
+    first = tmp_path / "results" / "sweep-batch8-ll.parquet"
+    before = first.read_bytes()
+    capsys.readouterr()
+    window = ["sweep", "batch8-ll", "--grid", "server.speculative_num_draft_tokens=2,4", *small]
+    assert main(window) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    suggested = "results/sweep-batch8-ll-speculative_num_draft_tokens.parquet"
+    assert len(err) == 1 and str(first.relative_to(tmp_path)) in err[0] and f"give --out {suggested} " in err[0], err
+    assert "server.sync_mode" in err[0] and "--no-resume" in err[0]
+    assert first.read_bytes() == before and not (tmp_path / suggested).exists()
+    assert main([*window, "--out", suggested]) == 0
+    assert set(read_sweep(tmp_path / suggested)["server.speculative_num_draft_tokens"]) == {2, 4}
+    # that name taken too: the next free one
+    from specsched.analysis.sweep import other_out
+
+    assert other_out(first, ("server.speculative_num_draft_tokens",), [("server.sync_mode",)]) == \
+        first.with_name("sweep-batch8-ll-speculative_num_draft_tokens-2.parquet")
