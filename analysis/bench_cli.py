@@ -126,6 +126,58 @@ def markdown_rows(rows: list[dict[str, Any]], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+TOKEN_TOTALS = ("total_input_tokens", "total_input_text_tokens", "total_output_tokens",
+                "total_output_tokens_retokenized")
+"""bench_serving's token totals over the successful requests (SGLang 0.5.23
+``benchmark/serving.py`` ``calculate_metrics``): counts of the workload, which the model does
+not predict (it times the requests it is given)."""
+COUNTED_APART = "input lengths: the details' input_lens add up to"
+"""The start of from-bench's note that SGLang sums the asked prompt lengths into
+``total_input_tokens`` but records the server's counts in ``input_lens``
+(:func:`analysis.from_bench`)."""
+
+
+def token_total_note(rows: list[dict[str, Any]], assumptions: list[str] | None) -> str | None:
+    """One ``note:`` saying whether the token totals' differences (:data:`TOKEN_TOTALS`) are
+    the workload's, by design, or follow from the prediction; None when none differs.
+
+    The simulator sends the scenario's requests at their lengths and generates each one's
+    output length in full (SGLang with bench_serving's ``ignore_eos``), so while every request
+    completes in both runs a token total differs only by the workload: the scenario's lengths
+    are a draw from the line's (its dataset's rule, or the histogram of its own requests),
+    not its prompts, and SGLang 0.5.23 sums the dataset's asked prompt lengths into
+    ``total_input_tokens`` while from-bench prefills the server's counts (``input_lens``,
+    ``assumptions`` then hold :data:`COUNTED_APART`). The throughputs (tokens / duration)
+    carry the same share. Where ``completed`` differs, the totals differ by the requests the
+    prediction did or did not finish: that is the prediction's, as ``completed`` is.
+
+    Args:
+        rows: :func:`comparison_rows` (``metric``, ``predicted``, ``measured``, ``error_pct`` in %).
+        assumptions: the notes of the scenario from-bench built from the line, or None for a
+            ``--scenario`` (its lengths are its own).
+    """
+    by = {r["metric"]: r for r in rows}
+    diff = [(k, by[k]["error_pct"]) for k in TOKEN_TOTALS
+            if k in by and math.isfinite(by[k]["error_pct"]) and abs(by[k]["predicted"] - by[k]["measured"]) >= 0.5]
+    if not diff:
+        return None
+    said = ", ".join(f"{k} {e:+.2f} %" for k, e in diff)
+    done = by.get("completed")
+    if done is not None and isinstance(done["predicted"], (int, float)) and abs(done["predicted"] - done["measured"]) >= 0.5:
+        return (f"note: {said}: the prediction completed {done['predicted']:g} requests, the measured run "
+                f"{done['measured']:g}; the totals count completed requests only, so this follows from the prediction")
+    counted = any(a.startswith(COUNTED_APART) for a in assumptions or ())
+    whose = ("the scenario's own (--scenario), not the run's prompts, so their sums differ as the two workloads do"
+             if assumptions is None else
+             "a draw from the run's (the 'assumed: lengths' line), not its own prompts, so their sums differ by that draw")
+    return (f"note: {said}: by design, not a prediction error: the model times the requests it is given, whose lengths "
+            f"are {whose}"
+            + ("; and SGLang sums the asked prompt lengths into total_input_tokens while the scenario prefills the "
+               "server's counts (the 'input lengths' line)" if counted else "")
+            + ". The throughput rows (tokens / duration) carry the same share; duration and the latency rows are "
+              "the prediction's")
+
+
 def length_notes(sc: Any, measured: Any) -> None:
     """One ``note:`` per side whose lengths in the scenario are not the ones the line's
     ``random`` dataset asked for (``analysis.from_bench.random_length_args``). A --scenario
@@ -643,6 +695,9 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
         for note in built[0]["assumptions"]:
             if not note.startswith(SETUP_MISMATCH):   # said once, as the warning above
                 print(f"assumed: {note}")
+    tokens = token_total_note(rows, built[0]["assumptions"] if built is not None else None)
+    if tokens:
+        print(tokens)
     if chunk_itl:
         why = ("SGLang's sglang backend before 0.4.3.post3, whose lines have no accept_length: later ones split a "
                "chunk of n tokens into n gaps" if measured.chunk_itl_client

@@ -1250,9 +1250,13 @@ def test_validate_with_a_scenario_of_other_lengths_says_so(tmp_path, capsys, mon
             f"  input_len: {inp}\n  output_len: {out}\n")
         return name
 
+    tokens = []   # the note on the token totals (tests/test_real_files_cli.py), apart
+
     def notes(sc: str, out: str) -> list[str]:
         assert main(["validate", "--measured", "runs.jsonl:1", "--scenario", sc, "--seeds", "1", "--out", out]) == 0
-        return [x for x in capsys.readouterr().out.splitlines() if x.startswith("note:") and "length" in x]
+        said = [x for x in capsys.readouterr().out.splitlines() if x.startswith("note:") and "length" in x]
+        tokens[:] = [x for x in said if x.startswith("note: total_")]
+        return [x for x in said if x not in tokens]
 
     same = scenario("same.yaml", "{kind: fixed, value: 1024}", "{kind: uniform, value: 256, range_ratio: 1.0}")
     assert notes(same, "a") == []
@@ -1261,6 +1265,7 @@ def test_validate_with_a_scenario_of_other_lengths_says_so(tmp_path, capsys, mon
         "note: the scenario's input lengths are 2048 tokens at range ratio 0.5, the measured run's 1024 at range "
         "ratio 1 (bench_serving --random-input-len, --random-range-ratio; `specsched scenario from-bench FILE "
         "--template S` writes the line's workload)"]
+    assert len(tokens) == 1 and tokens[0].startswith("note: total_input_tokens +") and "--scenario" in tokens[0]
 
 
 def test_a_scenario_built_from_a_line_with_failures_gets_no_rate_note(tmp_path, capsys, monkeypatch):

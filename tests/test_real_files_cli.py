@@ -922,3 +922,36 @@ def test_a_server_logs_launch_settings_stand_in_for_the_server_info_a_line_lacks
     assert main(["calibrate", "--from", "run.jsonl", "--server-log", "server.log", "--profile", "h200-1b",
                  "--params", "decode", "--seeds", "1", "--max-evals", "1", "--out", "fitted.yaml"]) == 0
     assert "server log's launch settings stand in" in capsys.readouterr().out
+
+
+def test_token_total_differences_are_said_to_be_by_design_or_the_predictions(tmp_path, capsys, monkeypatch):
+    """validate-bench showed total_output_tokens -10.42 % in the error column like a latency
+    miss, though the model times the requests it is given and their lengths are a draw from
+    the line's: such a difference is the workload's. One note now says so (and that the
+    throughputs carry it); with completed differing it says the totals follow from the
+    prediction; equal totals say nothing."""
+    from specsched.analysis.bench_cli import COUNTED_APART, token_total_note
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate-bench", str(DATA / "bench" / "sglang-0.5.23-flavours.jsonl") + ":1", "--profile", "h200-1b",
+                 "--out", "v"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    table = pd.read_csv(tmp_path / "v" / "validate.csv").set_index("metric")
+    assert table.loc["total_output_tokens", "predicted"] != table.loc["total_output_tokens", "measured"]
+    said = [line for line in lines if line.startswith("note: ") and "total_output_tokens" in line]
+    assert len(said) == 1 and "by design, not a prediction error" in said[0], lines
+    assert f"total_output_tokens {table.loc['total_output_tokens', 'error_pct']:+.2f} %" in said[0]
+
+    def rows(done_p, tin_p, tout_p):
+        return [{"metric": "completed", "predicted": done_p, "measured": 5, "error_pct": 100 * (done_p / 5 - 1)},
+                {"metric": "total_input_tokens", "predicted": tin_p, "measured": 1000, "error_pct": tin_p / 10 - 100},
+                {"metric": "total_output_tokens", "predicted": tout_p, "measured": 64, "error_pct": 100 * (tout_p / 64 - 1)}]
+
+    assert token_total_note(rows(5, 1000, 64), []) is None
+    alone = token_total_note(rows(5, 1000, 48), [])
+    assert alone.startswith("note: total_output_tokens -25.00 %: by design") and "total_input_tokens" not in alone
+    counted = token_total_note(rows(5, 1040, 64), [f"{COUNTED_APART} 1040 tokens, ..."])
+    assert "by design" in counted and "server's counts" in counted
+    assert "--scenario" in token_total_note(rows(5, 1040, 64), None)
+    short = token_total_note(rows(4, 800, 51), [])
+    assert "by design" not in short and "completed 4 requests, the measured run 5" in short and "prediction" in short
