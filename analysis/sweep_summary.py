@@ -303,8 +303,9 @@ def plot_sweep(summary: pd.DataFrame, x: str | None = None, slos: Sequence[Any] 
     One panel per metric; ``x`` (default: the parameter with most values, numeric first) on
     the horizontal axis (log scale when positive and spanning more than two decades); one
     line per combination of the other parameters, with its confidence band, each with its own
-    colour, dash style and marker (cycled: 28 series before a pair repeats) so that lines
-    lying on top of each other stay readable; percentile
+    colour, dash style and hollow marker (cycled: 28 series before a pair repeats; earlier
+    series' markers larger) so that lines lying on top of each other stay readable; a
+    parameter of whole numbers has its ticks at the swept values; percentile
     panels say "pooled over seeds". A parameter whose values are names (a sync mode, a
     policy) has no order between them: its points are markers with their intervals as error
     bars, side by side per combination, not joined by lines that would read as a trend. The
@@ -362,7 +363,10 @@ def plot_sweep(summary: pd.DataFrame, x: str | None = None, slos: Sequence[Any] 
                 ax.errorbar(xs + shift, ys, yerr=np.clip(err, 0, None), fmt=marker, color=color, ms=5, capsize=3,
                             lw=1.2, label=label)
                 continue
-            ax.plot(xs, ys, color=color, ls=ls, marker=marker, ms=4, lw=1.5, label=label)
+            # hollow markers, the earlier series' larger: a series lying on another's points
+            # (two arms that agree) shows as a marker inside a marker, not one hiding the other
+            ax.plot(xs, ys, color=color, ls=ls, marker=marker, ms=min(4 + 2 * (len(groups) - 1 - k), 10), mfc="none",
+                    mew=1.2, lw=1.5, label=label)
             if band.any():
                 ax.fill_between(xs[band], lo[band], hi[band], color=color, alpha=0.2, lw=0)
         pooled = set(summary.loc[summary["metric"] == m, "across_seeds"]) == {"pooled"}
@@ -373,6 +377,10 @@ def plot_sweep(summary: pd.DataFrame, x: str | None = None, slos: Sequence[Any] 
             xv = xv[np.isfinite(xv)]
             if xv.size and xv.min() > 0 and xv.max() / xv.min() > 100:
                 ax.set_xscale("log")
+            elif 0 < len(np.unique(xv)) <= 12 and np.all(xv == np.round(xv)):
+                # whole-number settings (a window, a chunk size): ticks at the swept values,
+                # not 2.5, 3.5 between windows 2, 4 and 6
+                ax.set_xticks(np.unique(xv), [_label(v) for v in np.unique(xv)])
         else:
             ax.set_xticks(range(len(cats)), cats, rotation=20 if len(cats) > 4 else 0)
             if named:

@@ -527,9 +527,10 @@ def test_a_sweep_says_when_a_point_rejected_requests(tmp_path, capsys):
 @pytest.mark.parametrize("x_values", [[2, 4, 6], ["host_block", "stream_wait", "cross_queue_wait"]])
 def test_each_sweep_series_has_its_own_dash_style_and_marker(x_values):
     """Three arms over a window sweep whose throughputs coincide were three ``o-`` lines
-    told apart by colour only, the top one hiding the rest (and all alike in grey). Each
-    series now has its own dash style and marker, in the legend too; over named values
-    (markers with error bars, no line) the markers differ."""
+    told apart by colour only, the top one hiding the rest (and all alike in grey), over
+    ticks at 2.5 and 3.5 between the windows. Each series now has its own dash style and
+    hollow marker, earlier ones larger, in the legend too, and the ticks are the windows;
+    over named values (markers with error bars, no line) the markers differ."""
     from specsched.analysis.sweep_summary import plot_sweep
 
     rows = [{"point": 3 * a + i, "arm": arm, "server.x": v, "metric": "output_throughput", "across_seeds": "mean",
@@ -545,6 +546,12 @@ def test_each_sweep_series_has_its_own_dash_style_and_marker(x_values):
         drawn = ax.get_lines()
         assert len(drawn) == 3 and len({(ln.get_linestyle(), ln.get_marker()) for ln in drawn}) == 3
         assert len({ln.get_linestyle() for ln in drawn}) == 3 and len({ln.get_marker() for ln in drawn}) == 3
+        # on the same points (as here) each marker shows inside the one drawn before it
+        assert all(ln.get_markerfacecolor() == "none" for ln in drawn)
+        sizes = [ln.get_markersize() for ln in drawn]
+        assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == 3
+        # a whole-number parameter: ticks at the swept values only (no 2.5 between windows)
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["2", "4", "6"]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["arm=base", "arm=stream_wait", "arm=both"]
     handles, _ = ax.get_legend_handles_labels()   # what the legend draws its keys from
     keys = [h.lines[0] if hasattr(h, "lines") else h for h in handles]
