@@ -292,6 +292,15 @@ def _run_command(args: argparse.Namespace) -> int:
         print(cap, file=sys.stderr)
     write_results(result, out, fmt=args.format)
     print(f"simulated in {wall:.2f} s; results in {out}/")
+    if args.set and scenario.reference.get(args.arm):
+        # the section the plain run ends with is missing: say why, and how to set the two side by side
+        from shlex import quote
+
+        plain = default_out_dir(scenario.name, args.arm, scenario.seed)
+        print(f"note: no reference figures: they were measured on {scenario.name} / {args.arm} as written, which --set "
+              f"changes; beside the plain run: specsched plot {quote(str(plain))} {quote(str(out))}"
+              + ("" if (plain / "summary.json").is_file() else
+                 f" (after specsched run {quote(args.scenario)} --arm {quote(args.arm)})"))
     if (n := result.summary.get("requests_aborted")):
         print(f"warning: the server rejected {n} request(s) (an empty prompt, a prompt past max_req_input_len "
               "or the context length), "

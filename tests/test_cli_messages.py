@@ -497,3 +497,25 @@ def test_a_profile_named_as_profile_wrote_it_without_out_is_pointed_to(tmp_path,
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert f"profile = '{name}'" in err and f"profile: profiles/{name}.yaml" in err, err
     assert not (tmp_path / "results").exists()
+
+
+def test_a_what_if_run_says_why_its_reference_figures_are_gone(tmp_path, capsys, monkeypatch):
+    """`specsched run batch8-ll` ends with the reference figures and the model's error; with
+    --set the section was silently gone. One note now says why (they were measured on the
+    scenario as written) and gives the plot command that sets the what-if beside the plain run,
+    with the run that makes the plain one while it is missing. A plain run prints no note."""
+    monkeypatch.chdir(tmp_path)
+    what_if = ["run", "scenarios/batch8-ll.yaml", "--set", "workload.num_requests=4"]
+    assert main(what_if) == 0
+    out = capsys.readouterr().out
+    assert "Reference (measured) vs model" not in out
+    said = [line for line in out.splitlines() if line.startswith("note: no reference figures")]
+    plot = ("specsched plot results/batch8-ll/base-seed1 results/batch8-ll/base-seed1+workload.num_requests=4")
+    assert said == [f"note: no reference figures: they were measured on batch8-ll / base as written, which --set "
+                    f"changes; beside the plain run: {plot} (after specsched run scenarios/batch8-ll.yaml --arm base)"]
+    assert main(["run", "scenarios/batch8-ll.yaml"]) == 0
+    out = capsys.readouterr().out
+    assert "Reference (measured) vs model" in out and "no reference figures" not in out
+    assert main(what_if) == 0
+    assert [line for line in capsys.readouterr().out.splitlines() if "no reference figures" in line][0].endswith(plot)
+    assert main(plot.split()[1:]) == 0
