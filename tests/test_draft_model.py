@@ -219,10 +219,10 @@ def test_a_profile_out_holding_a_scenario_is_not_replaced(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("args", "said"), [
-    ([], "drafter: block (DSpark/DFlash), 1 target-shaped layer(s), verify window 6 (the default; an EAGLE/MTP "
+    ([], "drafter: block (DSpark/DFlash), 1 target-shaped dense layer(s), verify window 6 (the default; an EAGLE/MTP "
          "server: --drafter chain)"),
     (["--drafter", "chain", "--window", "4"],
-     "drafter: chain (EAGLE/MTP/STANDALONE), 1 target-shaped layer(s), verify window 4 (--drafter chain)"),
+     "drafter: chain (EAGLE/MTP/STANDALONE), 1 target-shaped dense layer(s), verify window 4 (--drafter chain)"),
     (["--draft-model", "llama-3.1-8b"],
      "drafter: chain (EAGLE/MTP/STANDALONE), the draft model llama-3.1-8b, verify window 6 (--draft-model)"),
 ])

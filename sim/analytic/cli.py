@@ -210,7 +210,7 @@ def _drafter_text(d: dict[str, Any], given: bool, draft_model: Any = None) -> st
     a = d["analytic"]
     kind = {"block": "block (DSpark/DFlash)", "chain": "chain (EAGLE/MTP/STANDALONE)"}.get(a["drafter"], a["drafter"])
     size = (f"the draft model {draft_model.name}" if draft_model is not None
-            else f"{a['draft_layers']} target-shaped layer(s)")
+            else f"{a['draft_layers']} target-shaped dense layer(s)")
     why = ("--draft-model" if draft_model is not None and not given else f"--drafter {a['drafter']}" if given
            else "the default; an EAGLE/MTP server: --drafter chain")
     return f"drafter: {kind}, {size}, verify window {a['window']} ({why})"
