@@ -348,8 +348,9 @@ def default_plot_dir(inputs: list[str]) -> Path:
     """Where ``plot`` writes without ``--out``: ``<RESULTS_DIR>/plots`` for one results
     directory, ``plots/<FILE>[-lineN]`` for one bench_serving file; for several,
     ``plots/<a>_vs_<b>...`` named after the inputs' folder names (with their parent's name
-    when two are alike, ``FILE-lineN`` for a bench_serving line), so that plotting another
-    set never overwrites this one."""
+    when two are alike, ``FILE-lineN`` for a bench_serving line; an arm's seeds together,
+    ``base-seeds1-5``, :func:`_seeds_together`), so that plotting another set never
+    overwrites this one."""
     import hashlib
 
     paths = [Path(i.rstrip("/")) for i in inputs]
@@ -367,11 +368,37 @@ def default_plot_dir(inputs: list[str]) -> Path:
     labels = [label(p, 0) for p in paths]
     if len(set(labels)) < len(labels):
         labels = [label(p, 1) for p in paths]
-    name = "_vs_".join(labels)
+    name = "_vs_".join(_seeds_together(labels))
     if len(name) > PLOT_DIR_NAME_MAX:
         digest = hashlib.sha1("\0".join(str(p.resolve()) for p in paths).encode()).hexdigest()[:8]
         name = f"{name[:PLOT_DIR_NAME_MAX]}-{digest}"
     return Path("plots") / name
+
+
+def _seeds_together(labels: list[str]) -> list[str]:
+    """Plot folder labels with the seeds of one run name together: ``base-seed1`` ...
+    ``base-seed5`` (the runs ``compare --seeds 5`` keeps, which ``plot`` pools per arm) read
+    ``base-seeds1-5`` (``base-seeds1_3`` for seeds that are no range), in first-seen order;
+    labels not ending in ``-seed<N>`` are kept as they are."""
+    seeds: dict[str, list[int]] = {}
+    out: list[str | tuple[str]] = []
+    for lab in labels:
+        m = re.match(r"^(.*)-seed(\d+)$", lab)
+        if m is None:
+            out.append(lab)
+            continue
+        if m.group(1) not in seeds:
+            seeds[m.group(1)] = []
+            out.append((m.group(1),))
+        seeds[m.group(1)].append(int(m.group(2)))
+
+    def said(stem: str) -> str:
+        ns = sorted(set(seeds[stem]))
+        if len(ns) == 1:
+            return f"{stem}-seed{ns[0]}"
+        run = ns == list(range(ns[0], ns[-1] + 1))
+        return f"{stem}-seeds{ns[0]}-{ns[-1]}" if run else f"{stem}-seeds" + "_".join(map(str, ns))
+    return [said(x[0]) if isinstance(x, tuple) else x for x in out]
 
 
 def figure_files(folder: Path) -> set[Path]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import matplotlib.image as mpimg
 import pandas as pd
@@ -324,3 +325,19 @@ def test_a_sweep_out_that_is_a_folder_is_refused_naming_it_a_folder(scenario, tm
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "a folder" in err[0] and "sweep.parquet" in err[0], err
     assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["base-seed1"]
+
+
+def test_a_plot_of_an_arms_seeds_is_named_by_the_arms(tmp_path, monkeypatch):
+    """`specsched plot results/b/base-seed{1..5} results/b/waiting_aware-seed{1..5}` (the runs
+    compare keeps, pooled per arm in the figures) went to a folder cut at 80 characters with a
+    hash, ``base-seed1_vs_base-seed2_vs_..._waiting_aw-774a44dd``; an arm's seeds now read
+    together; one seed per arm and other names are as before."""
+    from specsched.analysis.cli_commands import default_plot_dir
+
+    monkeypatch.chdir(tmp_path)
+    five = [f"results/b/{arm}-seed{s}" for arm in ("base", "waiting_aware") for s in range(1, 6)]
+    assert default_plot_dir(five) == Path("plots/base-seeds1-5_vs_waiting_aware-seeds1-5")
+    assert default_plot_dir(["r/base-seed3", "r/fix-seed1", "r/base-seed1", "r/fix-seed2"]) == \
+        Path("plots/base-seeds1_3_vs_fix-seeds1-2")
+    assert default_plot_dir(["r/base-seed1", "r/fix-seed1"]) == Path("plots/base-seed1_vs_fix-seed1")
+    assert default_plot_dir(["r/one", "r/base-seed1", "r/base-seed2"]) == Path("plots/one_vs_base-seeds1-2")
