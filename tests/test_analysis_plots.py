@@ -431,3 +431,23 @@ def test_a_stated_p95_on_the_histogram_has_its_own_line_style_in_the_legend():
     assert len(styles) == 4 and styles[2][0] != "-" and len(set(styles)) == 4, styles
     assert "p95" in [t.get_text() for t in hist.get_legend().get_texts()]
     plots.plt.close(fig)
+
+
+def test_arms_with_the_same_distribution_stay_visible_in_the_ttft_plot():
+    """Two arms whose TTFTs coincide but for the tail (waiting_aware against base on the
+    256 burst: the same p50 and p90) were two 1.6-point lines, the second hiding the first
+    up to p90. Earlier arms are drawn wider now, in both panels and the legend, so the first
+    shows around the second."""
+    ttft = np.linspace(0.1, 15.0, 200)
+    frame = pd.DataFrame({"arm": ["base"] * 200 + ["waiting_aware"] * 200,
+                          "ttft_s": np.concatenate([ttft, np.where(ttft > 14.5, 15.5, ttft)])})
+    fig = plots.plot_ttft(frame)
+    cdf, hist = fig.axes[:2]
+    steps = [ln for ln in cdf.get_lines() if len(ln.get_xdata()) > 2]   # the ECDFs, not the percentile marks
+    assert [ln.get_color() for ln in steps] == [plots._colors(2)[0], plots._colors(2)[1]]
+    wide, narrow = (ln.get_linewidth() for ln in steps)
+    assert wide > narrow + 1
+    assert [p.get_linewidth() for p in hist.patches] == [wide, narrow]
+    keys = [h for h in hist.get_legend().legend_handles if h.get_label() in ("base", "waiting_aware")]
+    assert [h.get_linewidth() for h in keys] == [wide, narrow]
+    plots.plt.close(fig)
