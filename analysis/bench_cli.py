@@ -754,7 +754,9 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
     from specsched.analysis.io import atomic_write
 
     atomic_write(out / "validate.csv", lambda tmp: table.to_csv(tmp, index=False))
-    atomic_write_text(out / "validate.md", markdown_rows(rows, title))
+    # the table's reader gets the note on its token rows too
+    atomic_write_text(out / "validate.md", markdown_rows(rows, title) + (f"\n{tokens.removeprefix('note: ')}.\n"
+                                                                         if tokens else ""))
     mrun = to_run_data(measured)
     write_results(mrun, out / "measured")
     for i, r in enumerate(runs):

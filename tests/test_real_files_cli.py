@@ -941,6 +941,7 @@ def test_token_total_differences_are_said_to_be_by_design_or_the_predictions(tmp
     said = [line for line in lines if line.startswith("note: ") and "total_output_tokens" in line]
     assert len(said) == 1 and "by design, not a prediction error" in said[0], lines
     assert f"total_output_tokens {table.loc['total_output_tokens', 'error_pct']:+.2f} %" in said[0]
+    assert (tmp_path / "v" / "validate.md").read_text().endswith("\n\n" + said[0].removeprefix("note: ") + ".\n")
 
     def rows(done_p, tin_p, tout_p):
         return [{"metric": "completed", "predicted": done_p, "measured": 5, "error_pct": 100 * (done_p / 5 - 1)},
