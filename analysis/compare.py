@@ -77,10 +77,10 @@ accept length (tokens committed per verify cycle) is not the same by :func:`verd
 (or only one arm has one): their ``verify_cycles_per_s`` is then judged neither better nor
 worse (:data:`ACCEPT_NOTE`)."""
 CYCLES_METRIC = "verify_cycles_per_s"
-"""The verify-cycle rate (target-model verify forwards per second, SGLang's EAGLE/DSpark
-``forward_batch_speculative_generation`` rounds). A request gains accept length tokens per
-cycle, so tokens/s = cycles/s x accept length: with the accept length changed, more or fewer
-cycles per second says nothing about speed on its own."""
+"""The verify-cycle rate, cycles/s: SGLang's speculative decoding rounds (draft, then one
+target-model verify forward of the window) per second of the steady batch. A request gains
+accept length tokens per cycle, so tokens/s = cycles/s x accept length: with the accept
+length changed, more or fewer cycles per second says nothing about speed on its own."""
 MIN_CHANGE_PCT = 1.0
 """Default smallest change (%, either way) that a comparison calls better or worse. A change
 below it is below what the simulator resolves: its predictions of the reference figures sit
