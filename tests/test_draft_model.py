@@ -238,3 +238,18 @@ def test_an_analytic_profile_says_which_drafter_it_assumed(tmp_path, capsys, arg
     assert said in lines, lines
     analytic = yaml.safe_load(out.read_text())["analytic"]
     assert said.startswith(f"drafter: {analytic['drafter']} ") and f"window {analytic['window']} " in said
+
+
+@pytest.mark.parametrize(("given", "kind"), [("eagle", "chain"), ("EAGLE3", "chain"), ("nextn", "chain"),
+                                             ("dflash", "block"), ("tree", None)])
+def test_an_algorithm_name_as_drafter_is_told_its_kind(tmp_path, capsys, given, kind):
+    """An EAGLE user typed ``--drafter eagle`` (SGLang's --speculative-algorithm name) and read
+    "allowed: block, chain" with no word which one EAGLE is. The one line now names the
+    algorithms of each kind and, for an algorithm's name, the --drafter to give; no file."""
+    out = tmp_path / "p.yaml"
+    assert main(["profile", "--analytic", "--model", "llama-3.1-8b", "--gpu", "H200", "--drafter", given,
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--drafter = '{given}'" in err[0] and "chain (eagle, eagle3, nextn" in err[0], err
+    assert (f"for {given} give --drafter {kind}" in err[0]) if kind else "give --drafter" not in err[0]
+    assert not out.exists()

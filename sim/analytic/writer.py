@@ -96,6 +96,13 @@ KV_LINK_LATENCY_S = 1.0e-3
 """Assumed fixed cost of one KV transfer (bootstrap done earlier; the completion poll)."""
 
 
+DRAFTER_KINDS = {"dspark": "block", "dflash": "block", "eagle": "chain", "eagle3": "chain", "nextn": "chain",
+                 "mtp": "chain", "standalone": "chain"}
+"""The drafter kind an analytic profile prices for each of SGLang's ``--speculative-algorithm``
+names: a block drafter drafts the whole window in one forward (DSpark, DFlash), a chain
+drafter one token per serial draft forward (EAGLE, EAGLE-3, NEXTN/MTP, STANDALONE)."""
+
+
 def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None = None, *,
                   window: int = 6, drafter: str = "block", draft_layers: int = 1,
                   eff: Efficiency | None = None, name: str | None = None,
@@ -124,7 +131,10 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
     if window < 2 or window > 64:
         raise ConfigError("<command line>", "--window", window, "must be in 2..64")
     if drafter not in ("block", "chain"):
-        raise ConfigError("<command line>", "--drafter", drafter, "allowed: block, chain")
+        kind = DRAFTER_KINDS.get(str(drafter).lower())
+        raise ConfigError("<command line>", "--drafter", drafter,
+                          "allowed: block (SGLang's dspark, dflash) or chain (eagle, eagle3, nextn, mtp, standalone)"
+                          + (f": for {drafter} give --drafter {kind}" if kind else ""))
     if draft_vocab is not None and not 1 <= draft_vocab <= arch.vocab_size:
         raise ConfigError("<command line>", "--draft-vocab", draft_vocab,
                           f"the drafter's LM head rows: 1..{arch.vocab_size} (the target's vocab_size)")
