@@ -240,6 +240,19 @@ def test_an_analytic_profile_says_which_drafter_it_assumed(tmp_path, capsys, arg
     assert said.startswith(f"drafter: {analytic['drafter']} ") and f"window {analytic['window']} " in said
 
 
+def test_an_moe_targets_assumed_drafter_is_said_to_be_moe(tmp_path, capsys):
+    """DeepSeek-V3's MTP layer is priced as an MoE layer like the target's (SGLang 0.5.23
+    deepseek_nextn.py builds it as a sparse DeepseekV2DecoderLayer; roofline.draft_arch), but
+    the summary and the provenance called it dense. A dense target keeps "dense"."""
+    out = tmp_path / "p.yaml"
+    assert main(["profile", "--analytic", "--model", "deepseek-v3", "--gpu", "H200", "--tp", "8",
+                 "--drafter", "chain", "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "drafter: chain (EAGLE/MTP/STANDALONE), 1 target-shaped MoE layer(s), verify window 6 (--drafter chain)" in lines
+    prov = yaml.safe_load(out.read_text())["provenance"]["drafter"]
+    assert "target-shaped MoE decoder layer(s)" in prov and "dense" not in prov
+
+
 @pytest.mark.parametrize(("given", "kind"), [("eagle", "chain"), ("EAGLE3", "chain"), ("nextn", "chain"),
                                              ("dflash", "block"), ("tree", None)])
 def test_an_algorithm_name_as_drafter_is_told_its_kind(tmp_path, capsys, given, kind):

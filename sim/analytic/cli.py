@@ -183,7 +183,7 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     hw = d["hardware"]
     dec = d["gpu"]["decode"]
     quiet = getattr(args, "quiet", False)   # -q: only the file written on stdout
-    drafter_said = _drafter_text(d, given=args.drafter is not None, draft_model=draft_arch)
+    drafter_said = _drafter_text(d, given=args.drafter is not None, draft_model=draft_arch, moe=arch.is_moe)
     for line in [f"wrote {out}"] if quiet else _summary(d, hw, dec, kv_chosen, out, drafter_said):
         print(line)
     for a in arch.assumptions:   # each also in the profile's provenance.model
@@ -200,17 +200,20 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     return 0
 
 
-def _drafter_text(d: dict[str, Any], given: bool, draft_model: Any = None) -> str:
+def _drafter_text(d: dict[str, Any], given: bool, draft_model: Any = None, moe: bool = False) -> str:
     """The summary's line on the drafter the profile prices its speculative cycles with (a
     profile always prices one, used only when a scenario speculates): its kind, SGLang's
     algorithms of that kind, its size and the verify window the grids are timed at, and
     whether ``--drafter`` chose it or it is the default. A block drafter (DSpark/DFlash)
     drafts the window's tokens in one forward; a chain drafter (EAGLE/MTP/STANDALONE) one
-    token per serial draft forward (speculative/eagle_worker_v2.py's draft loop)."""
+    token per serial draft forward (speculative/eagle_worker_v2.py's draft loop). ``moe``: the
+    target is an MoE model, whose assumed draft layers are MoE layers like its own
+    (:func:`sim.analytic.roofline.draft_arch`: SGLang's DeepSeek MTP layer, DeepSeek-V4's DSpark
+    stages)."""
     a = d["analytic"]
     kind = {"block": "block (DSpark/DFlash)", "chain": "chain (EAGLE/MTP/STANDALONE)"}.get(a["drafter"], a["drafter"])
     size = (f"the draft model {draft_model.name}" if draft_model is not None
-            else f"{a['draft_layers']} target-shaped dense layer(s)")
+            else f"{a['draft_layers']} target-shaped {'MoE' if moe else 'dense'} layer(s)")
     why = ("--draft-model" if draft_model is not None and not given else f"--drafter {a['drafter']}" if given
            else "the default; an EAGLE/MTP server: --drafter chain")
     return f"drafter: {kind}, {size}, verify window {a['window']} ({why})"

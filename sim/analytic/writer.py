@@ -262,7 +262,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         "drafter": (f"the draft model {draft_model.name} ({draft_model.num_layers} layers, its own embedding and LM head; "
                     f"SGLang's STANDALONE drafter at the target's TP, speculative/standalone_worker_v2.py) ({drafter} drafter); "
                     "its weights count in hardware.weight_bytes" if draft_model is not None else
-                    f"assumed: {draft_layers} target-shaped dense decoder layer(s) on "
+                    f"assumed: {draft_layers} target-shaped {'MoE' if draft.is_moe else 'dense'} decoder layer(s) on "
                     + ("the target's LM head" if draft_vocab is None else
                        f"its own LM head of {draft_vocab} rows (an EAGLE-3 head's draft_vocab_size: SGLang 0.5.23 "
                        f"models/llama_eagle3.py ParallelLMHead(config.draft_vocab_size); the draft extend's fc over "
