@@ -150,15 +150,16 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
     while True:
         if lean and bs == pbs:
             # the common iteration, before the general one below: the GPU ahead of the host
-            # (a results wait), the same batch shape after it (no breakpoint, key limit or
-            # stop at j + 1), not the last (its host time stays before t_next). The same
-            # float operations in the same order, less the tests that cannot fire; it
-            # stops without changing anything at the first iteration that is not such.
+            # (a results wait), the same batch size after it (no breakpoint or stop at
+            # j + 1), not the last (its host time stays before t_next). The same float
+            # operations in the same order, less the tests that cannot fire; it stops
+            # without changing anything at the first iteration that is not such. Where the
+            # cost key changes (j reaches klim) the next segment starts here, as the general
+            # iteration would start it (below): the key's limit is never a breakpoint here
+            # (j < nxt), so the general iteration's other tests cannot fire there either.
             jend = stop - 1
             if 0 < nxt <= jend:
                 jend = nxt - 1
-            if j < klim <= jend:
-                jend = klim - 1
             while j < jend:
                 u = t + hs
                 u = u + hl
@@ -177,6 +178,14 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
                 busy = busy + (e - ep)
                 ep = e
                 j += 1
+                if j == klim:      # the context sum reached the key's limit: a new segment
+                    ctx = lim
+                    key = round(ctx / bs / 10.0)
+                    seg = memo.get((bs, key, ctx % bs))
+                    if seg is None:
+                        seg = _segment(memo, gpu, ctx, bs, key)
+                    c, lim = seg
+                    klim = j + (lim - ctx) // bs
         t = t + hs
         t = t + hl
         if ep > t:     # INV-6: a forward starts after the previous one ends
