@@ -49,8 +49,10 @@ from specsched.sim.prefill_adder import (
     NO_TOKEN,
     OTHER,
     PrefillAdder,
+    admitted_output_reservation,
     ceil_page,
     reserved_decode_tokens,
+    running_reservation,
     swa_chunk_cap,
     swa_never_admitted,
     swa_peak_tokens,
@@ -153,6 +155,12 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
                            # extend and decode/verify reservation (sim/kv_ledger.py)
                            paged=True)
         self.ratio = NewTokenRatio(server.schedule_conservativeness)
+        # the lone admission pass (_admit_lone) where no flag of the run changes what a pass
+        # with one waiting request does: queue order, no preemption, no shortest-prefill
+        # cut, no prefix match of the waiting queue, no SWA pool, a request allowed a pass
+        self._lone_admission = (self._queue_order and not self._preempt and not self._spf
+                                and not self._match_waiting and not self._swa
+                                and (server.prefill_max_requests is None or server.prefill_max_requests >= 1))
         from specsched.sim.pool_fit import longest_pool_prompt
 
         # SGLang aborts a longer prompt (managers/utils.py validate_input_length; the pool's part
@@ -593,9 +601,13 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         # enable_mixed_chunk: the running batch rides in the extend batch; every budget
         # shrinks by one token per running request (0.5.23 passes running_bs, even with spec)
         mixed = s.enable_mixed_chunk and s.chunked_prefill_size > 0 and bool(self.running)
+        waiting = self.waiting
+        if self._lone_admission and len(waiting) == 1 and self.chunked_req is None and not mixed:
+            plan = self._admit_lone(waiting[0])
+            if plan is not None:
+                return plan
         rules = self.rules
         cache = self.cache
-        waiting = self.waiting
         # cache-aware orders match every waiting request (calc_priority ->
         # _compute_prefix_matches); lpm and hrrn above 128 waiting are fcfs and match none
         # (_determine_active_policy), so no prefix is touched (only _refresh_waiting's)
@@ -764,6 +776,74 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             tuple(rids), tuple(ext), tuple(pre), num_extend, self.chunked_req.rid if self.chunked_req else None,
             tuple(new), 1, tuple(before), tuple(maxnew),
         )
+
+    def _admit_lone(self, req: Req) -> BatchPlan | None:
+        """The admission pass of :meth:`_new_prefill_batch` when ``req`` is the only waiting
+        request and it is admitted whole (most passes of an open-arrival run: one arrival,
+        one prefill), without the :class:`PrefillAdder` and the loops over the queue and
+        the admitted list; None, with nothing changed, when the pass could do anything else
+        (the general pass then runs).
+
+        It collapses the general pass for one request: the caller has checked what comes
+        before the adder (the batch is not full, the admission policy does not delay, a
+        slot is free) and that no flag of the run (``_lone_admission``), no chunked request
+        and no mixed step is involved; here the request needs no prefix match (no tokens,
+        nothing cached: ``_match_prefix`` returns at once and no node is pinned), is not an
+        ignore_eos request without the prefix cache (``add_one_req_ignore_eos``) and, with
+        no preempted request pending, must pass ``PrefillAdder.add_one_req``'s KV check and
+        fit the chunk budget whole. Exact because every value is computed by the
+        operations of those functions in their order, for their one-request case: the
+        adder's budgets as ``PrefillAdder.start`` opens them (``running_reservation``; the
+        mixed tokens are 0), its KV check, ``_spend`` and ``budget_state`` after it (the
+        batch_is_full latch), then the plan loop's counters, evictions and reservation
+        (tests/test_sim_speed_equivalence.py compares whole runs with it on and off)."""
+        if req.tokens is not None or req.cached_len or self._preempted:
+            return None
+        cache = self.cache
+        if cache is None and req.ignore_eos:
+            return None
+        s, rules = self.server, self.rules
+        rem_input = s.max_prefill_tokens
+        chunk = s.chunked_prefill_size if s.chunked_prefill_size > 0 else None
+        if rem_input <= 0 or (chunk is not None and chunk <= 0):
+            return None   # a spent pass (budget_state OTHER)
+        rem_total = self._kv_room() - running_reservation(self.running, self.ratio.value,
+                                                          rules.ignore_eos_full_reservation)
+        page = s.page_size
+        extend = req.input_len + req.output_len - req.prefill_done
+        paged = -(-extend // page) * page
+        left = req.max_new_tokens - req.asked_no_output - req.output_len
+        new = left if 0 <= left <= CLIP_MAX_NEW_TOKENS else (0 if left < 0 else CLIP_MAX_NEW_TOKENS)
+        if extend + new + page >= rem_total:
+            return None   # NO_TOKEN
+        raw = rules.chunk_fill == "exact_tokens"
+        if chunk is not None and (extend if raw else paged) > chunk:
+            return None   # cut to the chunk
+        if self._refresh_prefixes:
+            self._refresh_waiting(self.waiting)
+        # PrefillAdder._spend's KV charge, then its budget_state: NO_TOKEN (checked first,
+        # so the compute budgets, which end with the pass, decide nothing here) sets the latch
+        rem_total -= paged + page + admitted_output_reservation(req)
+        req.cache_protected_len = req.prefill_done
+        if rem_total <= 0:
+            self.batch_is_full = True
+        self.waiting.popleft()
+        self.admission.on_prefill_admitted(1)
+        # the plan loop of _new_prefill_batch for one request
+        if self.kv.paged and cache is not None:
+            self._make_room(extend + page)
+        rid, pre, before = req.rid, req.prefill_done, req.output_len
+        if req.retractions == 0:
+            self.cache_hit_tokens += req.cached_len
+            self.cache_input_tokens += extend
+        self._make_room(extend)
+        self.kv.reserve(req, extend)
+        req.prefill_done += extend
+        req.status = PREFILLING
+        self.chunked_req = None
+        self._last_prefill = [req]
+        return BatchPlan(self.step, EXTEND, (rid,), (extend,), (pre,), 1, None,
+                         (rid,) if req.prefill_done >= req.fill_len else (), 1, (before,), (req.max_new_tokens,))
 
     def _refresh_waiting(self, order: Any) -> None:
         """Bump the LRU time of the waiting requests' cached prefixes on the first pass and

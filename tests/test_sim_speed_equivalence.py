@@ -586,6 +586,46 @@ def test_admission_shortcuts_change_nothing(server, workload, inp, out, seed, fa
 
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(server=servers, workload=workloads, page=st.sampled_from([1, 1, 16, 64]), inp=st.integers(1, 1500),
+       out=st.integers(1, 200), seed=st.integers(0, 10_000), fast=st.booleans(), cache=st.booleans(),
+       eos=st.booleans(), pmr=st.sampled_from([None, None, 1, 2]), pool=st.sampled_from([None, 2_500, 6_000]),
+       conservative=st.sampled_from([1.0, 0.3]), shared=st.booleans())
+def test_lone_admission_is_the_general_pass(server, workload, page, inp, out, seed, fast, cache, eos, pmr, pool,
+                                            conservative, shared):
+    """The admission pass of one waiting request admitted whole (``Scheduler._admit_lone``)
+    makes the run the general pass makes (the PrefillAdder, the loops over the queue and
+    the admitted list): over fcfs queues, prefix cache on and off (with prompts that share
+    prefixes, whose requests take the general pass), ignore_eos on and off, small pools
+    (the KV check refuses, the latch is set after an admission), chunk budgets that cut,
+    prefill_max_requests and both new_token_ratio starts."""
+    server = dict(server, schedule_policy="fcfs", page_size=page, disable_radix_cache=not cache,
+                  prefill_max_requests=pmr, schedule_conservativeness=conservative)
+    if pool is not None:
+        server["max_total_num_tokens"] = pool
+    workload = dict(uniform_lengths(workload, inp, out), ignore_eos=eos)
+    if shared and cache:
+        workload["shared_prefix"] = {"num_groups": 2, "prompts_per_group": 4, "system_prompt_len": 300,
+                                     "question_len": 50}
+    acc = window_acceptance(server)
+    try:
+        sc = make_scenario(server, workload, acc, seed=seed)
+    except ValueError:
+        return   # a combination the scenario schema refuses
+    prof = tiny_profile()
+    lean = SimEngine(sc, prof, seed, fast_forward=fast)
+    assert lean.sched._lone_admission
+    general = SimEngine(sc, prof, seed, fast_forward=fast)
+    general.sched._lone_admission = False
+    try:
+        want = general.run()
+    except Exception as e:   # the general pass refuses the scenario: the lone one must too
+        with pytest.raises(type(e)):
+            lean.run()
+        return
+    assert_same_run(want, lean.run())
+
+
 def _grid_reference(xs: np.ndarray, cs: np.ndarray, v: np.ndarray, x: float, c: float,
                     shift: np.ndarray | None = None) -> float:
     """GridInterp's reading with numpy scalars (np.searchsorted, float64 indexing), the
