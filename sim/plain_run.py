@@ -97,7 +97,10 @@ class PlainOutcome:
         kept: the requests in the plan left in flight (P_{n-1}), in order: the running batch
             after (the Scheduler's apply_stretch takes this list as its own).
         device: the device's committed counts.
-        used, peak: KV pool slots in use after the n iterations; the largest reservation.
+        used, peak: KV pool slots in use after the n iterations; the KV ledger's peak after
+            them: the larger of its peak before the stretch (:attr:`PlainRun.peak0`) and the
+            stretch's largest reservation (:meth:`PlainRun.kv_after`), which is not summed
+            when every reservation of the n passes together stays within the former.
         plan, output: P_{n-1} and what the device commits for it.
         deliver: (spans, both): a (rid, first, last delivering iteration) tuple for each
             request that gets tokens, and ``both`` of :meth:`PlainRun.deliveries` (what
@@ -137,12 +140,14 @@ class PlainRun:
         pbs0: batch size of the forward in flight (processed at iteration 0).
         page: the KV page on a paged pool, else 1. len0: each request's KV positions at
             the start (page > 1 only, else None).
+        used0, peak0: KV pool slots in use at the start; the pool's peak use before the
+            stretch (the ledger's; :attr:`PlainOutcome.peak`).
         first_step: the plan index of P_0.
     """
 
     __slots__ = ("stop", "reqs", "rid_list", "num_merged", "rows", "x0", "fin", "last",
-                 "bs0", "ctx0", "changes", "pbs0", "first_step", "used0", "count_delayed", "min_fin", "_outcome",
-                 "page", "len0")
+                 "bs0", "ctx0", "changes", "pbs0", "first_step", "used0", "peak0", "count_delayed", "min_fin",
+                 "_outcome", "page", "len0")
     spec = False
     window = 1
 
@@ -238,6 +243,7 @@ class PlainRun:
         run.rows, run.x0, run.fin, run.last = rows, x0, fin, last
         run.pbs0 = prev_plan.batch_size
         run.used0 = kv.used
+        run.peak0 = kv.peak
         run.min_fin = min_fin
         run.page, run.len0 = page, len0
 
@@ -539,15 +545,22 @@ class PlainRun:
         o.lens = lens
         peak = self.used0 + tot - freed
         o.used = peak - free_last
-        if len(points) == 1:
-            # one finish before n - 1, the run's first (min_fin): nothing is freed before it,
-            # so the reservation there is used0 + sum of min(last + 1, min_fin + 1); summed
-            # here only (about one stretch in three has such a finish)
-            mf = self.min_fin
-            s = self.used0 + self._held_by(mf + 1)
-            o.peak = s if s > peak else peak
+        peak0 = self.peak0
+        if self.used0 + tot <= peak0:
+            # no pass reserves more than used0 + tot (every reservation of the n passes,
+            # nothing freed): the ledger's peak stays, whatever the largest reservation is
+            o.peak = peak0
         else:
-            o.peak = self._peak_at(points, n, peak) if points else peak
+            if len(points) == 1:
+                # one finish before n - 1, the run's first (min_fin): nothing is freed before
+                # it, so the reservation there is used0 + sum of min(last + 1, min_fin + 1);
+                # summed here only (about one stretch in three has such a finish)
+                s = self.used0 + self._held_by(self.min_fin + 1)
+                if s > peak:
+                    peak = s
+            elif points:
+                peak = self._peak_at(points, n, peak)
+            o.peak = peak if peak > peak0 else peak0
         o.plan = decode_plan(self.first_step + j, False, 1, p_rids, p_pre, p_h, p_cap)
         o.output = StepOutput.from_list(p_out)
         o.deliver = (spans, _both_from_ends(at_one, from_two, ends, n))
