@@ -807,25 +807,36 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         chunk = s.chunked_prefill_size if s.chunked_prefill_size > 0 else None
         if rem_input <= 0 or (chunk is not None and chunk <= 0):
             return None   # a spent pass (budget_state OTHER)
-        rem_total = self._kv_room() - running_reservation(self.running, self.ratio.value,
-                                                          rules.ignore_eos_full_reservation)
         page = s.page_size
         extend = req.input_len + req.output_len - req.prefill_done
         paged = -(-extend // page) * page
         left = req.max_new_tokens - req.asked_no_output - req.output_len
         new = left if 0 <= left <= CLIP_MAX_NEW_TOKENS else (0 if left < 0 else CLIP_MAX_NEW_TOKENS)
-        if extend + new + page >= rem_total:
-            return None   # NO_TOKEN
+        need = extend + new + page                              # add_one_req's KV check
+        charge = paged + page + admitted_output_reservation(req)   # _spend's KV charge
+        # The adder's KV budget is room - running_reservation(...), a float sum of one term
+        # per running request, each min(left, clip) x ratio with ratio <= 1: each term is
+        # at most clip and, float addition and subtraction being monotonic, the budget is
+        # at least room - running x clip (an int). Below that floor both outcomes are
+        # known (admitted; no latch), and the sum is not taken.
+        room = self._kv_room()
+        if need < room - len(self.running) * CLIP_MAX_NEW_TOKENS > charge:
+            latch = False
+        else:
+            rem_total = room - running_reservation(self.running, self.ratio.value,
+                                                   rules.ignore_eos_full_reservation)
+            if need >= rem_total:
+                return None   # NO_TOKEN
+            # _spend's charge, then budget_state: NO_TOKEN (checked first, so the compute
+            # budgets, which end with the pass, decide nothing here) sets the latch
+            latch = rem_total - charge <= 0
         raw = rules.chunk_fill == "exact_tokens"
         if chunk is not None and (extend if raw else paged) > chunk:
             return None   # cut to the chunk
         if self._refresh_prefixes:
             self._refresh_waiting(self.waiting)
-        # PrefillAdder._spend's KV charge, then its budget_state: NO_TOKEN (checked first,
-        # so the compute budgets, which end with the pass, decide nothing here) sets the latch
-        rem_total -= paged + page + admitted_output_reservation(req)
         req.cache_protected_len = req.prefill_done
-        if rem_total <= 0:
+        if latch:
             self.batch_is_full = True
         self.waiting.popleft()
         self.admission.on_prefill_admitted(1)
