@@ -793,8 +793,9 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         no preempted request pending, must pass ``PrefillAdder.add_one_req``'s KV check and
         fit the chunk budget whole. Exact because every value is computed by the
         operations of those functions in their order, for their one-request case: the
-        adder's budgets as ``PrefillAdder.start`` opens them (``running_reservation``; the
-        mixed tokens are 0), its KV check, ``_spend`` and ``budget_state`` after it (the
+        adder's budgets as ``PrefillAdder.start`` opens them (``running_reservation``, or
+        the floor it cannot go below where that floor decides both KV outcomes; the mixed
+        tokens are 0), its KV check, ``_spend`` and ``budget_state`` after it (the
         batch_is_full latch), then the plan loop's counters, evictions and reservation
         (tests/test_sim_speed_equivalence.py compares whole runs with it on and off)."""
         if req.tokens is not None or req.cached_len or self._preempted:
