@@ -21,6 +21,7 @@ import json
 import math
 import os
 import re
+import shlex
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -557,8 +558,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
         seeds = sorted(int(x) for x in set(samples["seed"]))
         suffix = out_dirs(arms[0], 0).name.split("-seed0", 1)[1]
         span = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}..{seeds[-1]}"
+        # plot pools the runs of one arm (analysis/plots.py), so several seeds are named by a glob,
+        # as the table pools them; one seed by its folder
+        def seeds_glob(arm: str) -> str:
+            d = out_dirs(arm, 0)
+            stem = d.name[: len(d.name) - len(suffix) - 1]   # "<arm>-seed", less the 0
+            return shlex.quote(str(d.parent / stem)) + "*" + (shlex.quote(suffix) if suffix else "")
+
+        runs = ([str(out_dirs(a, seeds[0])) for a in arms[:2]] if len(seeds) == 1 else
+                [seeds_glob(a) for a in arms[:2]])
+        pooled = "" if len(seeds) == 1 else " (each arm's seeds pooled, as the table pools them)"
         print(f"runs kept in {root}/ as <arm>-seed<N>{suffix} (arms {', '.join(arms)}; seeds {span}); "
-              f"e.g. specsched plot {out_dirs(arms[0], seeds[0])} {out_dirs(arms[1], seeds[0])}")
+              f"e.g. specsched plot {' '.join(runs)}{pooled}")
     return 0
 
 

@@ -218,7 +218,12 @@ def test_compare_keeps_each_run_where_it_says(scenario, tmp_path, monkeypatch, c
     out = capsys.readouterr().out
     names = sorted(p.name for p in (tmp_path / "kept").iterdir())
     assert names == [f"{a}-seed{s}+workload.num_requests=6" for a in ("base", "stream_wait") for s in (1, 2)]
-    assert "runs kept in kept/" in out.splitlines()[-1] and "specsched plot kept/base-seed1+" in out.splitlines()[-1]
+    last = out.splitlines()[-1]
+    # two seeds: the plot hint names each arm's seeds by a glob, pooled as the table pools them
+    assert "runs kept in kept/" in last and "specsched plot kept/base-seed*+workload.num_requests=6 " in last
+    assert "kept/stream_wait-seed*+workload.num_requests=6 (each arm's seeds pooled" in last
+    hinted = sorted(p.name for p in (tmp_path / "kept").glob("base-seed*+workload.num_requests=6"))
+    assert hinted == ["base-seed1+workload.num_requests=6", "base-seed2+workload.num_requests=6"]
     table = pd.read_csv(tmp_path / "t.csv").iloc[0]
     for arm, col in (("base", "base_value"), ("stream_wait", "arm_value")):
         runs = [read_results(tmp_path / "kept" / f"{arm}-seed{s}+workload.num_requests=6") for s in (1, 2)]
