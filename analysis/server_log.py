@@ -48,13 +48,13 @@ decode steps: seconds per step = running-req x accept len / gen throughput.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from specsched.analysis.log_lines import log_lines
 from specsched.sim.bench_serving import REPORT_TITLE
 from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.input_files import READ_ERRORS, is_input_file, open_text, unreadable
@@ -203,7 +203,9 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
         # "\n" only, as an editor or grep -n counts them: a progress bar's bare "\r" (tqdm
         # while CUDA graphs are captured) is not a line end
         with open_text(p, "an SGLang server log", errors="replace", newline="\n") as f:
-            for i, raw in enumerate(f, start=1):
+            # each logged line once, out of a container runtime's records (Docker json-file,
+            # CRI), its pieces joined, holes' NULs and colours dropped: analysis/log_lines.py
+            for i, raw, ended in log_lines(f):
                 if "server_args=" in raw or "max_total_num_tokens=" in raw:
                     _launch_line(raw, launch)
                 if "batch" not in raw:
@@ -212,15 +214,8 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
                     if not report_line and REPORT_TITLE in raw:
                         report_line = i
                     continue
-                ended = raw.endswith("\n")   # (before a hole's NULs and the line end are stripped)
-                # NULs before or after a line's text are a hole, not binary data: logrotate's
-                # copytruncate of a log written through a shell's `>` (not `>>`) leaves the writer at
-                # its old offset, so the next line follows a run of NULs; a crash can leave NULs after
-                # the last line written
                 if "\x00" in raw:
-                    raw = raw.rstrip("\r\n").strip("\x00")
-                    if "\x00" in raw:
-                        raise ConfigError(f"{p}:{i}", "<line>", "binary data", "an SGLang server log is text")
+                    raise ConfigError(f"{p}:{i}", "<line>", "binary data", "an SGLang server log is text")
                 row = parse_line(raw, i)
                 if row is not None and not ended:
                     # SGLang's logger ends every record with a newline (logging's StreamHandler),
@@ -401,50 +396,29 @@ def first_pipeline_stage(log: pd.DataFrame, path: str) -> pd.DataFrame:
     return log[keep].reset_index(drop=True)
 
 
-_LOG_TEXT_KEYS = ("log", "message", "msg")
-"""Keys of a JSON log record's text: Docker's json-file driver (``{"log": ..., "stream": ...,
-"time": ...}``), and the ``message``/``msg`` of JSON logging formatters."""
-
-
-def _log_record(text: str) -> bool:
-    """Whether the JSON line ``text`` is a log record (an object whose text is under one of
-    :data:`_LOG_TEXT_KEYS`) rather than a benchmark result. Lines of a megabyte or more (a
-    result with per-request details) are not parsed: no log record is that long."""
-    if len(text) >= 1_000_000:
-        return False
-    try:
-        obj = json.loads(text)
-    except ValueError:
-        return False
-    return isinstance(obj, dict) and any(isinstance(obj.get(k), str) for k in _LOG_TEXT_KEYS)
-
-
 def is_server_log(path: str | Path) -> bool:
     """Whether ``path`` is an SGLang server log rather than a benchmark client's output: its
     first line that says which is a "Prefill batch"/"Decode batch" line (:func:`parse_line`),
-    before any line that starts a JSON value (bench_serving's ``--output-file``, vLLM's result
-    JSON) or carries the client's printed report title. Streamed, stopping at that line (a
-    server's start-up lines come before its first batch line; a log kept as JSON records,
-    as Docker's json-file driver keeps a container's output, is read through its records'
-    text: :func:`_log_record`); compressed files read as
-    :func:`parse_server_log` reads them. False for a missing or unreadable file, a pipe
-    (``-``: read once, by its reader) or a folder: the result readers name those."""
+    not a line that starts a JSON value (bench_serving's ``--output-file``, vLLM's result
+    JSON) or carries the client's printed report title. A JSON line is judged first: a
+    result's ``generated_texts`` or ``errors`` may quote a batch line. Streamed, stopping at
+    that line (a server's start-up lines come before its first batch line), through
+    :func:`analysis.log_lines.log_lines` (a log kept as Docker json-file or CRI records is read
+    through its records' text); compressed files read as :func:`parse_server_log` reads them.
+    False for a missing or unreadable file, a pipe (``-``: read once, by its reader) or a
+    folder: the result readers name those."""
     p = Path(path)
     if str(path) == "-" or not p.is_file():
         return False
     try:
         with open_text(p, "a benchmark result or an SGLang server log", errors="replace", newline="\n") as f:
-            for raw in f:
-                text = raw.lstrip("\ufeff \t\r\n\x00")
-                # first: a batch line wrapped in a JSON record is one too (Docker's json-file
-                # driver writes {"log": "[...] Decode batch, ...\n", "stream": ..., "time": ...})
-                if "batch" in text and parse_line(text.rstrip("\r\n"), 0) is not None:
-                    return True
-                if text[:1] == "{" and _log_record(text):
-                    continue
+            for _, raw, _ in log_lines(f):
+                text = raw.lstrip(" \t")
                 # a JSON object or list of objects; a logger's "[2026-01-01 10:00:00 TP0] ..." is no list
                 if text[:1] == "{" or re.match(r"\[\s*(?:[{\]]|$)", text):
                     return False
+                if "batch" in text and parse_line(text, 0) is not None:
+                    return True
                 if REPORT_TITLE in text:
                     return False
     except (ConfigError, *READ_ERRORS):

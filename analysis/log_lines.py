@@ -1,0 +1,115 @@
+"""The lines of a server log as its logger wrote them, out of the wrappers a log is kept in.
+
+A server's log reaches a user as the text its logger wrote, or wrapped by what ran it:
+
+- Docker's ``json-file`` driver (the file ``docker inspect -f '{{.LogPath}}'`` names,
+  ``<id>-json.log``): one JSON record a line, ``{"log": "<text>\\n", "stream": "stderr",
+  "time": "<RFC3339>"}``. A line longer than 16 KiB is written as several records, only the
+  last one's text ending in ``\\n`` (moby ``daemon/logger/copier.go``: its buffer is 16 KiB, and a
+  piece that fills it is sent as a partial message). JSON loggers (``python-json-logger``,
+  Vector, Fluent Bit) write ``{"message": ...}`` or ``{"msg": ...}`` records, one a line.
+- The CRI format (containerd, CRI-O: Kubernetes' ``/var/log/pods/<pod>/<container>/0.log``):
+  ``<RFC3339Nano time> <stdout|stderr> <P|F> <text>``, a line longer than containerd's
+  ``max_container_log_line_size`` (16 KiB) written as ``P`` (partial) pieces ended by an ``F``
+  (full) one (kubelet ``pkg/kubelet/kuberuntime/logs/logs.go`` ``parseCRILog`` joins them so).
+- A terminal's colours: ANSI SGR escapes (``ESC[32m`` ... ``ESC[0m``) left in a log captured
+  with ``script`` or a coloured formatter.
+
+:func:`log_lines` gives each logged line once, its pieces joined, numbered by the file line
+its first piece is on (as an editor or ``grep -n`` counts them), with whether it ended (the
+logger ends every record with a line end: a text without one was cut). A line that is neither
+wrapper (a plain log, a benchmark's JSON result) is given as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+LOG_TEXT_KEYS = ("log", "message", "msg")
+"""Keys of a JSON log record's text: Docker's json-file driver's ``log``, and the ``message``/
+``msg`` of JSON logging formatters and log shippers."""
+_MAX_RECORD = 1_000_000
+"""A JSON line this long or longer is not parsed as a log record (a benchmark result with
+per-request details is; no log record is that long: Docker's are 16 KiB of text at most)."""
+_CRI = re.compile(r"^(?P<time>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})) "
+                  r"(?P<stream>stdout|stderr) (?P<tag>[PF])(?::\S*)? ?(?P<text>.*)$", re.S)
+"""A CRI log line (kubelet ``parseCRILog``: time, stream, tag, text, single spaces; the tag may
+carry ``:``-separated extra flags)."""
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+"""An ANSI CSI escape (colour, cursor): none of a logger's own text."""
+
+
+class LogLine(NamedTuple):
+    """One logged line: ``line`` the file line its (first piece's) text is on, ``text`` the
+    logger's text without its line end, ``ended`` whether it had one (False: cut short)."""
+
+    line: int
+    text: str
+    ended: bool
+
+
+def json_record_text(raw: str) -> tuple[str, str | None] | None:
+    """``(text, stream)`` of a JSON log record (an object holding a string under one of
+    :data:`LOG_TEXT_KEYS`), or None for any other line (a benchmark's JSON result among them).
+    ``stream`` is a Docker record's ``stream`` (its text may be a piece of a line), None for a
+    formatter's record (a whole line)."""
+    s = raw.lstrip("\ufeff \t\x00")
+    if not s.startswith("{") or len(s) >= _MAX_RECORD:
+        return None
+    try:
+        obj = json.loads(s)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    key = next((k for k in LOG_TEXT_KEYS if isinstance(obj.get(k), str)), None)
+    if key is None:
+        return None
+    stream = obj.get("stream")
+    return obj[key], (stream if isinstance(stream, str) else "") if key == "log" else None
+
+
+def _clean(text: str) -> str:
+    return _ANSI.sub("", text) if "\x1b" in text else text
+
+
+def log_lines(f: Iterable[str]) -> Iterator[LogLine]:
+    """The logged lines of the text lines ``f`` (a file opened with ``newline="\\n"``), out of
+    the wrappers of the module docstring, pieces of one line joined (per stream: stdout's and
+    stderr's may interleave), colour escapes dropped. NULs before or after a line's text are
+    dropped too: a hole, not text (logrotate's ``copytruncate`` of a log written through a
+    shell's ``>`` leaves the writer at its old offset, so the next line follows a run of NULs;
+    a crash can leave NULs after the last line). A piece whose line never ends (the file
+    stops) is given at the end, cut (``ended`` False)."""
+    pending: dict[tuple[str, str], tuple[int, list[str]]] = {}   # (wrapper, stream) -> first line, pieces
+    for i, raw in enumerate(f, start=1):
+        ended = raw.endswith("\n")
+        body = (raw[:-1] if ended else raw).removesuffix("\r").strip("\x00").lstrip("\ufeff")
+        rec = json_record_text(body) if "{" in body[:4] else None
+        if rec is not None:
+            text, stream = rec
+            if stream is None:   # a formatter's record: a whole line
+                yield LogLine(i, _clean(text.removesuffix("\n")), ended)
+                continue
+            key = ("json", stream)
+            whole = text.endswith("\n")
+            text = text.removesuffix("\n").removesuffix("\r")
+        else:
+            m = _CRI.match(body)
+            if m is None:
+                yield LogLine(i, _clean(body), ended)
+                continue
+            key = ("cri", m["stream"])
+            whole = m["tag"] == "F"
+            text = m["text"]
+        first, pieces = pending.pop(key, (i, []))
+        pieces.append(text)
+        if whole or not ended:   # the line's last piece, or the file stops in it
+            yield LogLine(first, _clean("".join(pieces)), whole and ended)
+        else:   # a piece: the line goes on in the stream's next record
+            pending[key] = (first, pieces)
+    for first, pieces in sorted(pending.values()):
+        yield LogLine(first, _clean("".join(pieces)), False)

@@ -1,0 +1,114 @@
+"""A server log as a container runtime keeps it: Docker's json-file driver and the CRI
+(containerd, CRI-O: Kubernetes' ``/var/log/pods/.../0.log``) wrap each line in a record and
+split a line past 16 KiB into several records. Read through ``analysis.log_lines``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from specsched.analysis.server_log import is_server_log, parse_server_log
+
+DATA = Path(__file__).parent / "data"
+LOGS = DATA / "logs"
+LAUNCH = LOGS / "sglang-0.5.23-launch.log"
+COLS = ["line", "time", "rank", "kind", "running_req", "queue_req", "token", "gen_throughput", "new_token"]
+CHUNK = 16 * 1024
+"""Docker's json-file driver (moby daemon/logger/copier.go ``defaultBufSize``) and containerd's
+CRI logger (``max_container_log_line_size``, default 16384) cut a longer line into pieces of this
+many bytes: only the last piece ends the line."""
+
+
+def _pieces(line: str) -> list[str]:
+    return [line[k:k + CHUNK] for k in range(0, len(line), CHUNK)] or [line]
+
+
+def _docker(lines: list[str]) -> str:
+    out = []
+    for i, line in enumerate(lines):
+        for piece in _pieces(line):
+            out.append(json.dumps({"log": piece, "stream": "stderr", "time": f"2026-03-02T08:02:{i % 60:02d}.5Z"}))
+    return "\n".join(out) + "\n"
+
+
+def _cri(lines: list[str]) -> str:
+    out = []
+    for i, line in enumerate(lines):
+        text = line.removesuffix("\n")
+        pieces = _pieces(text)
+        for k, piece in enumerate(pieces):
+            tag = "F" if k == len(pieces) - 1 else "P"
+            out.append(f"2026-03-02T08:02:{i % 60:02d}.123456789Z stderr {tag} {piece}")
+    return "\n".join(out) + "\n"
+
+
+def test_a_docker_json_log_joins_a_launch_line_split_into_16k_records(tmp_path):
+    """0.5.23's ``server_args=`` line (every ServerArgs field) is past 16 KiB: Docker writes it
+    as two records, only the last ending in a line end. The first record alone was read, and
+    the 46 arguments in the second were lost (the fit ran them at specsched's defaults)."""
+    lines = LAUNCH.read_text().splitlines(keepends=True)
+    assert max(len(x) for x in lines) > CHUNK   # the fixture has such a line
+    wrapped = tmp_path / "0123abcd-json.log"
+    wrapped.write_text(_docker(lines))
+    plain, log = parse_server_log(LAUNCH), parse_server_log(wrapped)
+    assert is_server_log(wrapped)
+    assert log.attrs["server_info"] == plain.attrs["server_info"]
+    assert len(log) == len(plain) and (log["kind"] == plain["kind"]).all()
+
+
+def test_a_kubernetes_cri_log_is_read_as_the_plain_one(tmp_path):
+    """containerd/CRI-O write ``<RFC3339 time> <stream> <P|F> <text>``, a line past 16 KiB as
+    ``P`` pieces ended by an ``F`` one. The launch line's pieces are joined; each batch line
+    reads as in the plain log, numbered by its line in the file."""
+    lines = LAUNCH.read_text().splitlines(keepends=True)
+    wrapped = tmp_path / "0.log"
+    wrapped.write_text(_cri(lines))
+    plain, log = parse_server_log(LAUNCH), parse_server_log(wrapped)
+    assert is_server_log(wrapped)
+    assert log.attrs["server_info"] == plain.attrs["server_info"]
+    cols = [c for c in COLS if c != "line"]
+    assert log[cols].equals(plain[cols])
+    assert (log["line"] == plain["line"] + 1).all()   # the launch line took two lines of the file
+
+
+def test_a_cut_last_record_is_left_out_as_a_cut_line(tmp_path, capsys):
+    """A Docker log copied while the server wrote it: the last record's text has no line end
+    (a piece whose rest was never written): its batch line is left out with a warning."""
+    lines = (LOGS / "sglang-0.5.23.log").read_text().splitlines(keepends=True)[:-1]   # ends at a batch line
+    lines[-1] = lines[-1].removesuffix("\n")
+    assert "Decode batch" in lines[-1]
+    wrapped = tmp_path / "x-json.log"
+    wrapped.write_text(_docker(lines))
+    log = parse_server_log(wrapped)
+    assert len(log) == len(parse_server_log(LOGS / "sglang-0.5.23.log")) - 1
+    assert "cut short" in capsys.readouterr().err
+
+
+def test_a_result_quoting_a_batch_line_is_not_a_server_log(tmp_path):
+    """A bench_serving ``--output-details`` line whose ``generated_texts`` (a model asked about
+    a log) or ``errors`` quote a "Decode batch" line is a result: the JSON line is judged
+    before the batch text in it (it was taken for the server log, and ``calibrate --from``
+    refused the fit as "an SGLang server log alone")."""
+    line = json.loads((DATA / "bench" / "sglang-0.5.23-details.jsonl").read_text().splitlines()[0])
+    line["generated_texts"][0] = ("[2026-03-02 08:01:02 TP0] Decode batch, #running-req: 16, #token: 18640, "
+                                  "token usage: 0.05, gen throughput (token/s): 1066.67, #queue-req: 0")
+    f = tmp_path / "runs.jsonl"
+    f.write_text(json.dumps(line) + "\n")
+    assert not is_server_log(f)
+    from specsched.analysis.calibrate_bench import split_server_log
+
+    assert split_server_log([str(f)], None) == ([str(f)], None)
+
+
+def test_colour_escapes_around_the_logger_prefix_keep_each_lines_rank(tmp_path):
+    """``docker compose logs --ansi always`` (or a log kept by ``script``) colours the service
+    name, and a coloured formatter the logger's prefix: with an escape between the prefix and
+    "Prefill batch", the DP rank was lost, and two DP-attention ranks' lines were read as one
+    rank's (each decode line a sample after the other rank's)."""
+    plain = LOGS / "sglang-0.5.23-dspark-dp.log"
+    coloured = tmp_path / "dp.log"
+    coloured.write_text("".join(
+        line.replace("sglang-1  | ", "\x1b[36msglang-1  |\x1b[0m ").replace("[", "\x1b[32m[", 1).replace("] ", "]\x1b[0m ", 1)
+        for line in plain.read_text().splitlines(keepends=True)))
+    assert "\x1b[0m Decode batch" in coloured.read_text()
+    assert parse_server_log(coloured)[COLS].equals(parse_server_log(plain)[COLS])
