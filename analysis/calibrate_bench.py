@@ -1613,7 +1613,7 @@ def with_log_server(runs: list[Any], info: dict[str, Any] | None, path: str) -> 
     """``runs`` with the server log's launch settings as the ``server_info`` of each run whose
     line has none (SGLang wrote none before 0.5.5, and none when /server_info was unreachable):
     the log's ``server_args=`` line and the scheduler's start-up line
-    (:func:`analysis.server_log.launch_server_info`) are the server the runs measured, read as a
+    (:meth:`analysis.server_launch.Launch.server_info`) are the server the runs measured, read as a
     line's server_info is read (``analysis.from_bench``). Such runs were predicted at specsched's
     defaults (a 724000-token pool, 16384-token chunks, 256 running requests where the profile
     has no hardware block) while the log's decode steps were priced at the log's own batches.

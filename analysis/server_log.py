@@ -55,6 +55,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from specsched.analysis.log_lines import log_lines
+from specsched.analysis.server_launch import Launch
 from specsched.sim.bench_serving import REPORT_TITLE
 from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.input_files import READ_ERRORS, is_input_file, open_text, unreadable
@@ -196,7 +197,7 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
     if not is_input_file(p):
         raise ConfigError(str(p), "<file>", str(p), "no such server log")
     rows = []
-    launch: dict[str, str] = {}
+    launch = Launch()
     vllm_line = report_line = 0
     try:
         # a rotated, compressed log (server.log.1.gz) found by its first bytes; lines end at
@@ -207,7 +208,7 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
             # CRI), its pieces joined, holes' NULs and colours dropped: analysis/log_lines.py
             for i, raw, ended in log_lines(f):
                 if "server_args=" in raw or "max_total_num_tokens=" in raw:
-                    _launch_line(raw, launch)
+                    launch.take(raw)
                 if "batch" not in raw:
                     if not vllm_line and _VLLM_STATS in raw:
                         vllm_line = i
@@ -255,121 +256,8 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
     df["time"] = pd.to_datetime(df["time"], errors="coerce", format="mixed")
     df["rank"] = df["rank"].fillna("")
     df = first_pipeline_stage(df, str(p))
-    df.attrs["server_info"] = launch_server_info(launch)
+    df.attrs["server_info"] = launch.server_info()   # start-up lines: analysis/server_launch.py
     return df
-
-
-_SCHEDULER_LIMITS = re.compile(r"\bmax_total_num_tokens=(?P<pool>\d+), chunked_prefill_size=(?P<chunk>-?\d+|None), "
-                               r"max_prefill_tokens=(?P<prefill>\d+), max_running_requests=(?P<running>\d+)")
-"""The scheduler's start-up line (0.3-0.5.23 ``Scheduler.__init__``, 0.5.23 scheduler.py:
-``max_total_num_tokens=..., chunked_prefill_size=..., max_prefill_tokens=...,
-max_running_requests=..., context_len=..., available_gpu_mem=...``, logged by TP rank 0): the KV
-pool, chunk, prefill budget and running limit the server ran with (each DP-attention rank's)."""
-
-
-def _launch_line(raw: str, launch: dict[str, str]) -> None:
-    """Keep the last ``server_args=`` text and scheduler start-up line of a log line (a log of
-    several launches: the last one, which the runs after it measured)."""
-    m = _SCHEDULER_LIMITS.search(raw)
-    if m is not None:
-        launch["limits"] = raw
-        return
-    k = raw.find("server_args=")
-    if k >= 0:
-        launch["server_args"] = raw[k + len("server_args="):].strip()
-
-
-def _server_args_text(text: str) -> dict[str, object]:
-    """The launch arguments of a ``server_args=`` log line: 0.5.23 logs
-    ``ServerArgs.resolved_dict()`` (a Python dict, entrypoints/engine.py
-    ``_server_args_for_logging``), earlier releases the dataclass's repr
-    (``ServerArgs(model_path='...', tp_size=1, ...)``, a Python call). Values that are not
-    Python literals are left out; text that is neither form gives nothing."""
-    import ast
-
-    try:
-        tree = ast.parse(text, mode="eval").body
-    except (SyntaxError, ValueError, RecursionError):
-        return _server_args_pairs(text)
-    out: dict[str, object] = {}
-    if isinstance(tree, ast.Dict):
-        pairs = [(k, v) for k, v in zip(tree.keys, tree.values, strict=True) if isinstance(k, ast.Constant)]
-        items = [(str(k.value), v) for k, v in pairs]
-    elif isinstance(tree, ast.Call):
-        items = [(kw.arg, kw.value) for kw in tree.keywords if kw.arg]
-    else:
-        return {}
-    for key, node in items:
-        try:
-            out[key] = ast.literal_eval(node)
-        except (ValueError, TypeError, SyntaxError, RecursionError):
-            continue
-    return out
-
-
-_ARG_KEY = re.compile(r"\s*(?:'(?P<q>\w+)'\s*:|(?P<kw>\w+)\s*=)\s*")
-
-
-def _top_level_items(body: str) -> list[str]:
-    """``body`` split at the commas outside brackets and quotes."""
-    items, depth, quote, k = [], 0, "", 0
-    for i, ch in enumerate(body):
-        if quote:
-            if ch == quote and body[i - 1] != "\\":
-                quote = ""
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "([{<":
-            depth += 1
-        elif ch in ")]}>":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            items.append(body[k:i])
-            k = i + 1
-    items.append(body[k:])
-    return items
-
-
-def _server_args_pairs(text: str) -> dict[str, object]:
-    """:func:`_server_args_text` of a ``server_args=`` text that does not parse as a whole (a
-    value whose repr is no Python, ``<Enum.X: 'x'>``, or a line cut short): each top-level
-    ``'key': value`` or ``key=value`` pair whose value is a Python literal."""
-    import ast
-
-    body = text.strip()
-    body = body.removeprefix("ServerArgs(").removeprefix("{")
-    out: dict[str, object] = {}
-    for item in _top_level_items(body):
-        m = _ARG_KEY.match(item)
-        if m is None:
-            continue
-        value = item[m.end():].strip()
-        for end in ("", ")", "}"):   # the last pair carries the closing bracket
-            try:
-                out[m["q"] or m["kw"]] = ast.literal_eval(value.removesuffix(end) if end else value)
-                break
-            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
-                continue
-    return out
-
-
-def launch_server_info(launch: dict[str, str]) -> dict[str, object] | None:
-    """A server log's start-up lines as the ``server_info`` bench_serving embeds from 0.5.5 on
-    (/server_info: the server arguments, the scheduler's ``max_total_num_tokens``, and, per DP
-    rank, the running limit it runs with, ``internal_states[0].effective_max_running_requests_per_dp``),
-    so that ``analysis.from_bench`` reads it as it reads a line's (DP-attention values back to
-    the server's, the limit the server ran with). ``chunked_prefill_size`` and
-    ``max_prefill_tokens`` are the scheduler's (resolved) values. None when the log has neither
-    line (it started after them)."""
-    info: dict[str, object] = dict(_server_args_text(launch["server_args"])) if "server_args" in launch else {}
-    m = _SCHEDULER_LIMITS.search(launch.get("limits", ""))
-    if m is not None:
-        info["max_total_num_tokens"] = int(m["pool"])
-        if m["chunk"] != "None":
-            info["chunked_prefill_size"] = int(m["chunk"])
-        info["max_prefill_tokens"] = int(m["prefill"])
-        info["internal_states"] = [{"effective_max_running_requests_per_dp": int(m["running"])}]
-    return info or None
 
 
 def first_pipeline_stage(log: pd.DataFrame, path: str) -> pd.DataFrame:

@@ -1981,9 +1981,9 @@ def test_a_log_kept_as_docker_json_records_is_a_server_log_read_as_the_plain_one
     ("not python at all", {}),
 ])
 def test_a_server_args_log_line_is_read_in_every_form_it_takes(text, want):
-    from specsched.analysis.server_log import _server_args_text
+    from specsched.analysis.server_launch import server_args_text
 
-    assert _server_args_text(text) == want
+    assert server_args_text(text) == want
 
 
 def test_vllm_metadata_under_sglangs_dataset_argument_names_is_kept_as_a_label(tmp_path):

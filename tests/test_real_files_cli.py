@@ -258,6 +258,7 @@ LOG_FIGURES = {
     "sglang-0.5.23-pd.log": (2, 2, 1, 64, 8, (3.40 + 3.38) / 2),
     "sglang-0.5.23-pp2.log": (2, 3, 2, 8, 4, None),     # every batch logged by both pipeline stages: PP0's read
     "sglang-0.5.23-launch.log": (2, 3, 2, 16, 24, None),  # sglang-0.5.23.log after its start-up lines
+    "sglang-0.4.0-launch.log": (3, 3, 2, 16, 24, None),   # 0.4.0's start-up lines, the warm-up's prefill
 }
 TINY_RUN = {"backend": "sglang", "dataset_name": "random", "request_rate": math.inf, "max_concurrency": None,
             "random_input_len": 64, "random_output_len": 8, "random_range_ratio": 1.0, "duration": 0.2,
