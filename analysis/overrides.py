@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from specsched.sim.arg_text import split_top_level
 from specsched.sim.config import (
     Scenario,
     allowed_keys_text,
@@ -63,30 +64,13 @@ def parse_value(text: str, key: str = "<value>") -> Any:
 
 
 def split_values(text: str) -> list[str]:
-    """Split ``"v1,v2,[1, 2],'a,b'"`` at the commas outside brackets, braces and quotes.
+    """Split ``"v1,v2,[1, 2],'a,b'"`` at the commas outside brackets, braces and quotes
+    (:func:`sim.arg_text.split_top_level`, the one splitter of argument text).
 
     Returns:
         The stripped parts (``["v1", "v2", "[1, 2]", "'a,b'"]``).
     """
-    parts: list[str] = []
-    depth, quote, cur = 0, "", []
-    for ch in text:
-        if quote:
-            if ch == quote:
-                quote = ""
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "[{":
-            depth += 1
-        elif ch in "]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append("".join(cur).strip())
-            cur = []
-            continue
-        cur.append(ch)
-    parts.append("".join(cur).strip())
-    return parts
+    return [part.strip() for part in split_top_level(text, brackets=("[{", "]}"))]
 
 
 def _split_assignment(item: str) -> tuple[str, str]:

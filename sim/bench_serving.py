@@ -97,6 +97,7 @@ from typing import Any
 
 import numpy as np
 from specsched.sim import compression
+from specsched.sim.arg_text import python_repr_args
 from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.input_files import (
     READ_ERRORS,
@@ -1084,7 +1085,6 @@ JSON by ``date`` (:func:`vllm_client`)."""
 _NAMESPACE_ARGS = ("dataset_name", "random_input_len", "random_output_len", "random_range_ratio", "sharegpt_output_len")
 """The dataset arguments read from the ``Namespace(...)`` line bench_serving prints before a run
 (0.5.23 ``run_benchmark``: ``print(f"{args}\\n")``), which its printed report does not repeat."""
-_NAMESPACE_ARG = re.compile(r"\b(\w+)=('(?:[^'\\]|\\.)*'|[-+\w.]+)")
 
 
 def _report_value(text: str) -> Any:
@@ -1185,13 +1185,11 @@ def printed_reports(text: str) -> list[tuple[int, dict[str, Any]]]:
         row = lines[k].strip()
         if "Namespace(" in row and "dataset_name=" in row:   # print(args), or print(f"{args=}")
             ns, vllm_ns = {}, {}
-            for m in _NAMESPACE_ARG.finditer(row):
-                v = m.group(2)
-                v = v[1:-1] if v.startswith("'") else None if v == "None" else _report_value(v)
-                if m.group(1) in _NAMESPACE_ARGS:
-                    ns[m.group(1)] = v
-                if m.group(1) in ("backend", "num_prompts", "bench_type") and v is not None:
-                    vllm_ns[m.group(1)] = v
+            for name, v in python_repr_args(row[row.index("Namespace("):]).items():
+                if name in _NAMESPACE_ARGS:
+                    ns[name] = v
+                if name in ("backend", "num_prompts", "bench_type") and v is not None:
+                    vllm_ns[name] = v
         # (after a log driver's prefix, "bench-1  | ", as the block's rows may be)
         bare = row.split("| ", 1)[1].strip() if "| " in row and not row.lower().startswith(tuple(_VLLM_BEFORE)) else row
         low = bare.lower()
