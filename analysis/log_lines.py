@@ -28,6 +28,8 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
+from specsched.sim.server_log_kind import ANSI
+
 LOG_TEXT_KEYS = ("log", "message", "msg")
 """Keys of a JSON log record's text: Docker's json-file driver's ``log``, and the ``message``/
 ``msg`` of JSON logging formatters and log shippers."""
@@ -38,8 +40,6 @@ _CRI = re.compile(r"^(?P<time>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|
                   r"(?P<stream>stdout|stderr) (?P<tag>[PF])(?::\S*)? ?(?P<text>.*)$", re.S)
 """A CRI log line (kubelet ``parseCRILog``: time, stream, tag, text, single spaces; the tag may
 carry ``:``-separated extra flags)."""
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-"""An ANSI CSI escape (colour, cursor): none of a logger's own text."""
 
 
 class LogLine(NamedTuple):
@@ -73,7 +73,7 @@ def json_record_text(raw: str) -> tuple[str, str | None] | None:
 
 
 def _clean(text: str) -> str:
-    return _ANSI.sub("", text) if "\x1b" in text else text
+    return ANSI.sub("", text) if "\x1b" in text else text
 
 
 def log_lines(f: Iterable[str]) -> Iterator[LogLine]:

@@ -59,6 +59,7 @@ from specsched.analysis.server_launch import Launch
 from specsched.sim.bench_serving import REPORT_TITLE
 from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.input_files import READ_ERRORS, is_input_file, open_text, unreadable
+from specsched.sim.server_log_kind import LogSigns
 
 _BATCH = re.compile(r"\b(?P<kind>Prefill|Decode) batch(?: \[\d+\])?(?:\s*\(mixed (?P<mixed>[^)]*)\))?\s*[,.]\s*(?P<rest>.*)$")
 _STAMP = r"(?:\d{4}-\d{2}-\d{2}[ T])?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"
@@ -71,11 +72,6 @@ _GPU_ID = re.compile(r"\[gpu(?:_id)?=(?P<gpu>\d+)\]\s*$")
 ``srt/managers/tp_worker.py``); their logger wrote the message alone (``format="%(message)s"``
 in ``srt/server.py``), no time. Each data-parallel worker logs its own lines under its GPU id:
 the rank ``gpu=N``. 0.2.14 on: the ``[HH:MM:SS TPn]`` prefix (``configure_logger``)."""
-_VLLM_STATS = "Avg prompt throughput:"
-"""vLLM's periodic metrics line ("Avg prompt throughput: X tokens/s, Avg generation throughput: Y
-tokens/s, Running: N reqs, ..."; V0 vllm/engine/metrics.py ``LoggingStatLogger``, V1
-vllm/v1/metrics/loggers.py ``LoggingStatLogger``): a vLLM server's log, named as such when it
-holds no SGLang batch line."""
 _TIME_ONLY_DATE = "1970-01-01 "
 """Date given to a time-only stamp (0.3.0's logger wrote ``%H:%M:%S``)."""
 _FIELD = re.compile(r"(?P<key>#?[A-Za-z][A-Za-z\- ()/]*?):\s*(?P<value>-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|True|False)")
@@ -198,7 +194,8 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
         raise ConfigError(str(p), "<file>", str(p), "no such server log")
     rows = []
     launch = Launch()
-    vllm_line = report_line = 0
+    report_line = 0
+    signs = LogSigns()   # what the lines say the file is, should it hold no batch line
     try:
         # a rotated, compressed log (server.log.1.gz) found by its first bytes; lines end at
         # "\n" only, as an editor or grep -n counts them: a progress bar's bare "\r" (tqdm
@@ -209,9 +206,9 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
             for i, raw, ended in log_lines(f):
                 if "server_args=" in raw or "max_total_num_tokens=" in raw:
                     launch.take(raw)
+                if not rows:
+                    signs.see(i, raw)
                 if "batch" not in raw:
-                    if not vllm_line and _VLLM_STATS in raw:
-                        vllm_line = i
                     if not report_line and REPORT_TITLE in raw:
                         report_line = i
                     continue
@@ -240,18 +237,15 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
                     rows.append(row)
     except READ_ERRORS as e:
         raise unreadable(p, e) from None
-    if not rows and vllm_line:
-        raise ConfigError(f"{p}:{vllm_line}", "<line>", _VLLM_STATS, "a vLLM server's log (its periodic metrics "
-                          "line), not an SGLang one: only SGLang's 'Prefill batch'/'Decode batch' lines give batch "
-                          "sizes and step times; calibrate from the bench results alone")
     if not rows and report_line:
         # bench_serving's (or vLLM's) stdout: the client's side, given where the server's goes
         raise ConfigError(f"{p}:{report_line}", "<line>", REPORT_TITLE, "a benchmark client's printed report (its "
                           "stdout), not an SGLang server log: give it to --from (or validate --measured), which read "
                           "it as the run it reports; --server-log takes the server's own log")
     if not rows:
-        raise ConfigError(str(p), "<lines>", 0, "no 'Prefill batch' or 'Decode batch' line: not an SGLang server log "
-                          "(or logged with --log-level above info)")
+        raise signs.refusal(str(p), "an SGLang server log with batch lines") or ConfigError(
+            str(p), "<lines>", 0, "no 'Prefill batch' or 'Decode batch' line: not an SGLang server log (or logged "
+            "with --log-level above info)")
     df = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
     df["time"] = pd.to_datetime(df["time"], errors="coerce", format="mixed")
     df["rank"] = df["rank"].fillna("")

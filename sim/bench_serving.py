@@ -109,6 +109,7 @@ from specsched.sim.input_files import (
     unreadable,
 )
 from specsched.sim.metrics import finite_percentiles
+from specsched.sim.server_log_kind import SGLANG_BATCH, LogSigns
 from specsched.sim.tables import column, notna
 
 STATS = ("mean", "median", "std", "p90", "p95", "p99")
@@ -1394,11 +1395,6 @@ def read_bench(path: str | Path, line: int | None = None, *, left_out: list[str]
     return runs
 
 
-_SERVER_LOG_LINE = re.compile(r"\b(?:Prefill|Decode) batch(?: \[\d+\])?\s*[,.(]")
-"""A line of an SGLang server log's scheduler statistics (0.2-0.5.23 ``Prefill batch. ...``,
-``Decode batch, ...``; analysis/server_log.py reads them)."""
-
-
 _YAML_KEY = re.compile(r"^(?P<key>[A-Za-z_][\w-]*):(?:\s|$)", re.M)
 SCENARIO_YAML_KEYS = frozenset({"workload", "server", "arms", "acceptance"})
 """Top-level keys only a specsched scenario YAML has among the files a user holds."""
@@ -1425,13 +1421,19 @@ def _other_file(p: Path, text: str) -> ConfigError | None:
     request trace: a header row and rows of as many commas), or a specsched scenario or profile
     YAML (:func:`_specsched_yaml`: it was refused as a JSON line cut short, "Expecting value;
     truncated?"). None for anything else."""
-    m = _SERVER_LOG_LINE.search(text)
+    m = SGLANG_BATCH.search(text)
     if m is not None:
         at = text.count("\n", 0, m.start()) + 1
         return ConfigError(f"{p}:{at}", "<line>", clipped(text.split("\n")[at - 1].strip()),
                            "an SGLang server log (its 'Prefill batch'/'Decode batch' lines), not a bench_serving "
                            "result: give it to calibrate --from RUNS --server-log; --measured and --from take "
                            "bench_serving's --output-file (JSON) or its printed report")
+    signs = LogSigns()   # a vLLM server's log, or an SGLang one of start-up lines only
+    for i, row in enumerate(text.split("\n")[:5000], start=1):
+        signs.see(i, row)
+    refusal = signs.refusal(str(p), "a bench_serving result (JSON)")
+    if refusal is not None:
+        return refusal
     own = _specsched_yaml(text)
     if own is not None:
         return ConfigError(f"{p}:1", "<file>", own[0], f"{own[1]}, not a bench_serving result (JSON)")

@@ -731,13 +731,13 @@ def test_decode_line_with_and_without_spec_fields_reads_the_same_otherwise():
 def test_a_log_with_no_batch_lines_is_one_line_exit_2_nothing_written(tmp_path, capsys, monkeypatch):
     with pytest.raises(ConfigError) as e:
         parse_server_log(LOGS / "no-batch-lines.log")
-    assert e.value.key == "<lines>"
+    assert "start-up lines only, no batch lines" in str(e.value)   # "The server is fired up ..."
     monkeypatch.chdir(tmp_path)
     argv = ["calibrate", "--from", str(DATA / "bench" / "sglang-0.4.6-eagle.jsonl"), "--profile", "h200-1b",
             "--params", "decode", "--server-log", str(LOGS / "no-batch-lines.log"), "--out", "fitted.yaml"]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "no-batch-lines.log" in err[0] and "<lines>" in err[0]
+    assert len(err) == 1 and "no-batch-lines.log:2:" in err[0] and "no batch lines" in err[0]
     assert list(tmp_path.iterdir()) == []
 
 
@@ -1829,7 +1829,7 @@ def test_a_vllm_server_log_is_named_for_what_it_is(tmp_path):
     with pytest.raises(ConfigError) as e:
         parse_server_log(log)
     msg = str(e.value)
-    assert "vLLM" in msg and "vllm.log:2" in msg and "--log-level" not in msg, msg
+    assert "vLLM" in msg and "vllm.log:1" in msg and "--log-level" not in msg, msg   # its first line a vLLM one
 
 
 def test_a_folder_given_as_the_server_log_is_named_as_a_folder(tmp_path):
@@ -1930,7 +1930,8 @@ def test_a_server_log_is_told_from_every_benchmark_client_file():
 
     logs = sorted((DATA / "logs").glob("sglang-*.log"))
     others = [*BENCH, *sorted((DATA / "stdout").iterdir()), *sorted((DATA / "report").iterdir()),
-              *sorted((DATA / "traces").iterdir()), DATA / "logs" / "no-batch-lines.log"]
+              *sorted((DATA / "traces").iterdir()), DATA / "logs" / "no-batch-lines.log",
+              DATA / "logs" / "vllm-0.10.1.1-server.log"]
     assert logs and all(is_server_log(p) for p in logs)
     assert not [p.name for p in others if is_server_log(p)]
     assert not is_server_log(DATA / "logs") and not is_server_log(DATA / "no-such.log")

@@ -1,0 +1,88 @@
+"""A log that is not what a reader reads, named for what it is in one line: a vLLM server's
+log, or an SGLang server log of start-up lines only (sim/server_log_kind.py), wherever a user
+gives it (``--server-log``, among ``calibrate --from``'s files, ``validate --measured``,
+``scenario from-bench``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from specsched.analysis.server_log import parse_server_log
+from specsched.sim.bench_serving import read_bench
+from specsched.sim.errors import ConfigError
+
+from specsched.cli import main
+
+DATA = Path(__file__).parent / "data"
+LOGS = DATA / "logs"
+VLLM = LOGS / "vllm-0.10.1.1-server.log"
+RUN = {"backend": "sglang", "dataset_name": "random", "request_rate": 8, "random_input_len": 64,
+       "random_output_len": 8, "random_range_ratio": 1.0, "duration": 2.0, "completed": 16, "total_input_tokens": 1024,
+       "total_output_tokens": 128, "median_ttft_ms": 20.0, "median_itl_ms": 5.0, "output_throughput": 64.0}
+
+
+def _no_stats(tmp_path: Path) -> Path:
+    """The vLLM log with ``--disable-log-stats`` (no periodic metrics line)."""
+    f = tmp_path / "vllm.log"
+    f.write_text("".join(x for x in VLLM.read_text().splitlines(keepends=True) if "Avg prompt throughput" not in x))
+    return f
+
+
+def _startup(tmp_path: Path) -> Path:
+    f = tmp_path / "startup.log"
+    f.write_text("".join((LOGS / "sglang-0.4.0-launch.log").read_text().splitlines(keepends=True)[:8]))
+    return f
+
+
+@pytest.mark.parametrize("make", [lambda t: VLLM, _no_stats])
+def test_a_vllm_log_is_named_as_one_wherever_it_is_given(tmp_path, capsys, monkeypatch, make):
+    """A vLLM server's log, with or without its metrics line, as ``--server-log`` (it was "not an
+    SGLang server log" without the metrics line), among ``calibrate --from``'s files and as
+    ``validate --measured`` / ``scenario from-bench`` (it was "not a complete JSON object
+    (truncated?)"): one line naming a vLLM server's log, exit 2, nothing written."""
+    log = make(tmp_path)
+    with pytest.raises(ConfigError, match="a vLLM server's log"):
+        parse_server_log(log)
+    with pytest.raises(ConfigError, match="a vLLM server's log"):
+        read_bench(log)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.jsonl").write_text(json.dumps(RUN) + "\n")
+    fit = ["calibrate", "--profile", "h200-1b", "--seeds", "1", "--max-evals", "1", "--out", "o.yaml"]
+    for argv in ([*fit, "--from", "run.jsonl", "--server-log", str(log)], [*fit, "--from", "run.jsonl", str(log)],
+                 ["validate", "--measured", str(log), "--scenario", str(DATA.parent.parent / "scenarios" / "burst256-ht.yaml")],
+                 ["scenario", "from-bench", str(log), "--profile", "h200-1b", "--out", "s.yaml"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "a vLLM server's log" in err[0] and f"{log.name}:" in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["run.jsonl", *([log.name] if log.parent == tmp_path else [])])
+
+
+def test_an_sglang_log_of_start_up_lines_only_says_it_has_no_batch_lines(tmp_path, capsys, monkeypatch):
+    """A log copied before the runs: its start-up lines and no batch line. As ``--server-log`` it
+    was "not an SGLang server log"; among ``--from``'s files "not a complete JSON object
+    (truncated?)". Now one line: an SGLang log of start-up lines only, no batch lines."""
+    log = _startup(tmp_path)
+    with pytest.raises(ConfigError, match="start-up lines only, no batch lines") as e:
+        parse_server_log(log)
+    assert str(e.value).startswith(f"{log}:1:")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.jsonl").write_text(json.dumps(RUN) + "\n")
+    fit = ["calibrate", "--profile", "h200-1b", "--seeds", "1", "--max-evals", "1", "--out", "o.yaml"]
+    for argv in ([*fit, "--from", "run.jsonl", "--server-log", str(log)], [*fit, "--from", "run.jsonl", str(log)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "start-up lines only, no batch lines" in err[0], err
+    assert not (tmp_path / "o.yaml").exists()
+
+
+def test_vllms_benchmark_client_output_is_not_taken_for_its_server_log(tmp_path):
+    """vLLM's client prints its logger's lines too: its stdout cut before the result block is
+    not named a vLLM server's log."""
+    text = (DATA / "stdout" / "vllm-0.34.0-stdout.log").read_text()
+    cut = tmp_path / "bench.log"
+    cut.write_text(text[: text.index("Serving Benchmark Result")].rsplit("\n", 1)[0] + "\n")
+    with pytest.raises(ConfigError) as e:
+        read_bench(cut)
+    assert "vLLM server's log" not in str(e.value)
