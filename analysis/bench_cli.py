@@ -25,6 +25,7 @@ from typing import Any
 from specsched.sim.atomic import file_above
 from specsched.sim.cli_types import nonnegative_int, positive_int
 from specsched.sim.errors import ConfigError, clipped
+from specsched.sim.sglang_launch_args import same_setting
 
 
 def mean_summary(summaries: list[dict[str, Any]]) -> dict[str, Any]:
@@ -217,15 +218,8 @@ def server_differences(sc: Any, measured: Any) -> list[tuple[str, Any, Any]]:
         have = getattr(sc.server, key, None)
         if have is None:   # the scenario leaves it to SGLang's own choice (mem_fraction_static beside a stated pool)
             continue
-        have = getattr(have, "value", have)   # an enum (speculative_algorithm, sync_mode) as written
-        want = getattr(want, "value", want)
-        if isinstance(want, (int, float)) and not isinstance(want, bool) and isinstance(have, (int, float)) \
-                and not isinstance(have, bool):
-            if math.isclose(float(want), float(have), rel_tol=1e-9):
-                continue
-        elif want == have:
-            continue
-        out.append((key, want, have))
+        if not same_setting(want, have):
+            out.append((key, getattr(want, "value", want), getattr(have, "value", have)))   # an enum as written
     return out
 
 

@@ -69,8 +69,9 @@ from typing import Any
 import numpy as np
 from specsched.analysis.bench_cli import add_agentic_options, agentic_args
 from specsched.sim.atomic import refuse_file_out
-from specsched.sim.errors import ConfigError
+from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.host_speed import HOST_TABLES, SCALED_TERMS
+from specsched.sim.sglang_launch_args import same_setting
 
 GROUPS: dict[str, tuple[str, ...]] = {
     "prefill": ("gpu.extend", "gpu.draft_inject", "gpu.draft_inject_per_token_s"),
@@ -1622,6 +1623,7 @@ def with_log_server(runs: list[Any], info: dict[str, Any] | None, path: str) -> 
 
     if not info:
         return runs
+    _say_other_launch(runs, info, path)
     bare = [r for r in runs if not isinstance(r.extra.get("server_info"), dict)]
     if not bare:
         return runs
@@ -1630,6 +1632,31 @@ def with_log_server(runs: list[Any], info: dict[str, Any] | None, path: str) -> 
           f"for it ({path}: {len(info)} keys{', ' + keys if keys else ''})")
     ids = {id(r) for r in bare}
     return [dataclasses.replace(r, extra={**r.extra, "server_info": info}) if id(r) in ids else r for r in runs]
+
+
+def _say_other_launch(runs: list[Any], info: dict[str, Any], path: str) -> None:
+    """One ``warning:`` line naming the server arguments a run's own server_info states at
+    another value than the server log's launch does (both read as ``scenario from-bench`` reads a
+    line's, :func:`analysis.from_bench.line_server_args`, and compared by the one rule,
+    :func:`sim.sglang_launch_args.same_setting`): the log is of another launch than that run
+    measured, and its decode steps are priced with the run's server. They were taken without a
+    word."""
+    import dataclasses
+
+    from specsched.analysis.from_bench import line_server_args
+
+    for r in runs:
+        own = r.extra.get("server_info")
+        if not isinstance(own, dict):
+            continue
+        ran = line_server_args(r)
+        logged = line_server_args(dataclasses.replace(r, extra={**r.extra, "server_info": info}))
+        other = [k for k in ran if k in logged and not same_setting(ran[k], logged[k])]
+        if other:
+            said = ", ".join(f"{k} {clipped(repr(ran[k]), 30)} (log {clipped(repr(logged[k]), 30)})" for k in other)
+            print(f"warning: {r.source}: its server_info ran {said}: the server log {path} is of another launch; its "
+                  "decode steps are priced with the run's server", file=sys.stderr)
+            return   # one line: the first run that differs names the launch
 
 
 def split_server_log(from_files: list[str], server_log: str | None) -> tuple[list[str], str | None]:

@@ -106,7 +106,7 @@ from specsched.sim.server_args import (
     auto_speculative_basis,
     auto_speculative_params,
 )
-from specsched.sim.sglang_launch_args import UNMODELLED, is_inert
+from specsched.sim.sglang_launch_args import UNMODELLED, is_inert, same_setting
 from specsched.sim.workload import histogram
 
 REFERENCE_KEYS = (
@@ -844,10 +844,9 @@ def _template_server_notes(run: BenchRun, server: ServerArgs, name: str) -> list
         v = getattr(v, "value", v)
         if k not in stated:
             default = ServerArgs.model_fields[k].default if k in ServerArgs.model_fields else None
-            if getattr(default, "value", default) != v:   # one at specsched's own default is no news
+            if not same_setting(default, v):   # one at specsched's own default is no news
                 unstated.append(f"{k} {clipped(repr(v), 40)}")
-        elif stated[k] != v and not (isinstance(v, (int, float)) and isinstance(stated[k], (int, float))
-                                     and not isinstance(v, bool) and math.isclose(v, stated[k])):
+        elif not same_setting(stated[k], v):
             other.append(f"{k} {clipped(repr(v), 40)} (template {clipped(repr(stated[k]), 40)})")
     out = []
     if other:

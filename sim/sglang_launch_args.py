@@ -388,7 +388,7 @@ def _fits(spec: str, v: Any) -> bool:
         key, val = (t.strip() for t in spec[5:-1].split(",", 1))
         return isinstance(v, Mapping) and all(_fits(key, k) and _fits(val, x) for k, x in v.items())
     if spec.startswith("Literal["):
-        return any(_same(v, c) for c in ast.literal_eval(f"({spec[8:-1]},)"))
+        return any(_same_kind(v, c) for c in ast.literal_eval(f"({spec[8:-1]},)"))
     return {"bool": lambda: isinstance(v, bool), "int": lambda: _is_int(v), "str": lambda: isinstance(v, str),
             "float": lambda: _is_int(v) or isinstance(v, float)}[spec]()
 
@@ -489,7 +489,7 @@ class Unmodelled:
 
     def runs(self, value: Any, server: Mapping[str, Any]) -> bool:
         """Whether ``value`` is what the model runs (for ``server``, the block it is in)."""
-        if _same(value, self.default):
+        if same_setting(value, self.default):
             return True
         return self.accepts is not None and self.accepts(value, server)
 
@@ -497,9 +497,57 @@ class Unmodelled:
         return self.allowed or f"{_yaml(self.default)} (SGLang's default, what the model runs)"
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Equal and of the same kind (``True`` is not ``1``, ``1`` is ``1.0``)."""
-    return a == b and isinstance(a, bool) == isinstance(b, bool) and (a is None) == (b is None)
+def _number(v: Any) -> float | None:
+    """``v`` as a number when it is one (a bool is not) or a string that spells one, else None."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        try:
+            return float(v.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def same_setting(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` are the same setting of one server argument: the one rule every
+    comparison of server arguments uses (``validate --measured F:L --scenario S`` naming what the
+    line ran otherwise, ``scenario from-bench --template`` naming what the template replaced,
+    ``calibrate --from`` comparing the server log's launch with the runs' server_info, an
+    unmodelled argument's default). An enum is its value; a bool is only a bool (``True`` is not
+    ``1``); None is only None; numbers are compared by value, within 1e-9 relative (``8192`` is
+    ``8192.0``), and a string that spells a number is that number (``"1"`` is ``1``: a
+    ``--metadata`` label, a log's text); strings exactly, or regardless of case where one side is
+    an enum (SGLang's ``"EAGLE3"``, the scenario's ``eagle3``); lists and tuples element by
+    element; mappings key by key."""
+    import enum
+    import math
+
+    enums = isinstance(a, enum.Enum) or isinstance(b, enum.Enum)
+    a, b = getattr(a, "value", a) if isinstance(a, enum.Enum) else a, getattr(b, "value", b) if isinstance(b, enum.Enum) else b
+    if a is None or b is None or isinstance(a, bool) or isinstance(b, bool):
+        return a is b or (isinstance(a, bool) and isinstance(b, bool) and a == b)
+    if isinstance(a, Mapping) or isinstance(b, Mapping):
+        return (isinstance(a, Mapping) and isinstance(b, Mapping) and a.keys() == b.keys()
+                and all(same_setting(a[k], b[k]) for k in a))
+    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
+        return (isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b)
+                and all(same_setting(x, y) for x, y in zip(a, b, strict=True)))
+    if isinstance(a, str) and isinstance(b, str):
+        return a == b or (enums and a.casefold() == b.casefold())
+    x, y = _number(a), _number(b)
+    if x is not None and y is not None:
+        return x == y or (math.isnan(x) and math.isnan(y)) or math.isclose(x, y, rel_tol=1e-9)
+    return a == b
+
+
+def _same_kind(a: Any, b: Any) -> bool:
+    """``a`` is the literal ``b`` and of its kind: the type check of a ``Literal[...]`` value
+    (``True`` is not ``1``, ``"1"`` is not ``1``), not a comparison of settings (:func:`same_setting`)."""
+    return a == b and isinstance(a, bool) == isinstance(b, bool) and isinstance(a, str) == isinstance(b, str) \
+        and (a is None) == (b is None)
 
 
 def _yaml(v: Any) -> str:
@@ -523,7 +571,7 @@ def _load_balance_runs(value: Any, server: Mapping[str, Any]) -> bool:
     SGLang's choices is, as no DataParallelController exists then (managers/load_snapshot.py:
     "dp_size == 1: no DataParallelController exists"). ``server``: the server the value
     reaches, a disaggregated role's with its ``disaggregation_mode`` (:func:`_reached`)."""
-    if _same(server.get("dp_size", 1), 1):
+    if same_setting(server.get("dp_size", 1), 1):
         return value in _LOAD_BALANCE_CHOICES
     return value == "auto" or value == _ROUTED_BY_MODE.get(server.get("disaggregation_mode", "null"))
 
@@ -772,7 +820,7 @@ def tp_size_refusal(given: Any, profile_tp: int | None, dp_attention_ranks: int 
     """The refusal of ``tp_size: given`` for a profile of ``profile_tp`` (:func:`tp_size_run`),
     None when it is the TP size the model runs."""
     want, why = tp_size_run(profile_tp, dp_attention_ranks)
-    if _same(given, want):
+    if same_setting(given, want):
         return None
     return f"not a server key here: {UNMODELLED['tp_size'].refusal}; allowed: {want} ({why})"
 
