@@ -71,6 +71,7 @@ from specsched.analysis.bench_cli import add_agentic_options, agentic_args
 from specsched.sim.atomic import refuse_file_out
 from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.host_speed import HOST_TABLES, SCALED_TERMS
+from specsched.sim.input_files import same_input
 from specsched.sim.sglang_launch_args import same_setting
 
 GROUPS: dict[str, tuple[str, ...]] = {
@@ -1555,16 +1556,19 @@ def fit_runs(specs: list[str], arrivals: str = "auto", trace: dict[str, Any] | N
                         for e in why.values() if e is not None]
             measured = [r for r in measured if why[id(r)] is None]
         warn_notes(skipped)
+        twice = []
         for r in measured:
             # the same run given twice (one file compressed two ways, a line named and its file
             # given whole) would weigh double in the fit
             key = json.dumps([r.args, r.summary], sort_keys=True, default=str)
             if key in seen:
-                print(f"warning: {r.source}: left out: the same run as {seen[key]} (its arguments and every "
-                      "figure equal): fitted once", file=sys.stderr)
+                twice.append((r.source, seen[key]))
                 continue
             seen[key] = r.source
             out.append(r)
+        if twice:   # one line for the file, however many of its runs
+            print(f"warning: {', '.join(a for a, _ in twice)}: left out: the same run(s) as {', '.join(b for _, b in twice)} "
+                  "(arguments and every figure equal): fitted once", file=sys.stderr)
     mooncake = [r.source for r in out if r.args.get("dataset_name") == MOONCAKE_DATASET]
     agentic = [r.source for r in out if r.args.get("dataset_name") == AGENTIC_DATASET]
     if mooncake and agentic:   # one --dataset-path cannot be both traces
@@ -1660,7 +1664,9 @@ def _say_other_launch(runs: list[Any], info: dict[str, Any], path: str) -> None:
 
 
 def split_server_log(from_files: list[str], server_log: str | None) -> tuple[list[str], str | None]:
-    """``--from`` files less the SGLang server log among them, and the log the fit takes.
+    """``--from`` files less the SGLang server log among them, and the log the fit takes; a
+    file given twice (however spelt: :func:`sim.input_files.same_input`), or a line of a file
+    given whole, is kept once, said in a ``warning:`` line (its runs were fitted twice).
 
     A user hands the fit everything the real server left, ``--from runs.jsonl server.log``:
     the log (:func:`analysis.server_log.is_server_log`, a file named without ``:LINE``) is the
@@ -1675,15 +1681,24 @@ def split_server_log(from_files: list[str], server_log: str | None) -> tuple[lis
 
     runs: list[str] = []
     log = server_log
+    taken: list[tuple[str, Path, int | None]] = []   # the result files kept: one given twice is read once
     for f in from_files:
         path, line = split_spec(f)
+        again = next((s for s, p, n in taken if same_input(p, path) and n in (None, line)), None)
+        if again is not None:   # `--from runs.jsonl runs.jsonl`: each run was fitted twice
+            print(f"warning: {f}: given again (as {again}): read once", file=sys.stderr)
+            continue
         if line is None and is_server_log(path):
+            if log is not None and same_input(path, log):   # `--from runs.jsonl a.log a.log`
+                print(f"warning: {f}: the server log {log} given again: read once", file=sys.stderr)
+                continue
             if log is not None:
                 raise ConfigError("<command line>", "--from", f, f"a second SGLang server log beside {log}: the fit "
                                   "takes one (its decode steps join the fit); give the one of the server the runs measured")
             log = f
         else:
             runs.append(f)
+            taken.append((f, path, line))
     if not runs:
         raise ConfigError("<command line>", "--from", log, "an SGLang server log alone: the fit needs bench_serving "
                           "runs of that server too (--from RUNS.jsonl SERVER.log)")

@@ -929,7 +929,7 @@ def test_the_same_run_given_twice_is_fitted_once(tmp_path, capsys):
     runs = fit_runs([f"{gz}:1", str(xz)])
     assert [r.source for r in runs] == [f"{gz}:1", f"{xz}:2"]
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"warning: {xz}:1: left out: the same run as {gz}:1")
+    assert len(err) == 1 and err[0].startswith(f"warning: {xz}:1: left out: the same run(s) as {gz}:1")
 
 
 def test_a_sweep_file_leaves_out_the_replays_no_line_can_rebuild(tmp_path, capsys):

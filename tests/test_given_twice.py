@@ -1,0 +1,54 @@
+"""The same file given twice to ``calibrate --from`` (``a.log a.log``, ``runs.jsonl ./runs.jsonl``,
+a log named in ``--from`` and as ``--server-log``): read once, said in one line; it was a second
+server log refused, or every run fitted twice with a line per run."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from specsched.analysis.calibrate_bench import split_server_log
+
+from specsched.cli import main
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_a_server_log_given_twice_is_the_one_log(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(DATA / "logs" / "sglang-0.5.23.log", "a.log")
+    shutil.copy(DATA / "bench" / "sglang-0.3.6.jsonl", "r.jsonl")
+    assert split_server_log(["r.jsonl", "a.log", "a.log"], None) == (["r.jsonl"], "a.log")
+    assert split_server_log(["r.jsonl", "a.log"], "./a.log") == (["r.jsonl"], "./a.log")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all("given again: read once" in x for x in err)
+
+
+def test_a_result_file_given_twice_is_read_once_in_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(DATA / "bench" / "sglang-0.3.6.jsonl", "r.jsonl")
+    assert split_server_log(["r.jsonl", "./r.jsonl", "r.jsonl:2", "r.jsonl:2"], None) == (["r.jsonl"], None)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all("given again (as r.jsonl): read once" in x for x in err)
+    assert split_server_log(["r.jsonl:2", "r.jsonl:2", "r.jsonl:1"], None) == (["r.jsonl:2", "r.jsonl:1"], None)
+    capsys.readouterr()
+    argv = ["calibrate", "--from", "r.jsonl", "r.jsonl", "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
+            "--max-evals", "1", "--out", "o.yaml"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "fit: each evaluation simulates 2 run(s)" in out
+    assert [x for x in err.splitlines() if "r.jsonl" in x] == ["warning: r.jsonl: given again (as r.jsonl): read once"]
+    assert "bench_serving runs r.jsonl:" in (tmp_path / "o.yaml").read_text()   # the provenance names it once
+
+
+def test_a_copy_of_a_result_file_is_one_line_for_all_its_runs(tmp_path, capsys, monkeypatch):
+    """Another file with the same runs (a copy, a compressed copy): its runs are left out as
+    before, now in one line for the file (it was a line a run)."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(DATA / "bench" / "sglang-0.3.6.jsonl", "r.jsonl")
+    shutil.copy(DATA / "bench" / "sglang-0.3.6.jsonl", "copy.jsonl")
+    from specsched.analysis.calibrate_bench import fit_runs
+
+    assert [r.source for r in fit_runs(["r.jsonl", "copy.jsonl"])] == ["r.jsonl:1", "r.jsonl:2"]
+    err = [x for x in capsys.readouterr().err.splitlines() if "copy.jsonl" in x]
+    assert len(err) == 1 and "copy.jsonl:1, copy.jsonl:2: left out: the same run(s) as r.jsonl:1, r.jsonl:2" in err[0]
