@@ -100,6 +100,7 @@ from specsched.sim import compression
 from specsched.sim.arg_text import python_repr_args
 from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.input_files import (
+    NESTED_TOO_DEEPLY,
     READ_ERRORS,
     encoding_of,
     is_input_file,
@@ -1366,6 +1367,9 @@ def read_bench(path: str | Path, line: int | None = None, *, left_out: list[str]
                     raise ConfigError(f"{p}:{at}", "<line>", title, "bench_serving's printed report without its run's "
                                       "size (Successful requests, Benchmark duration: cut short?), not its result file: "
                                       "rerun with --output-file F (one JSON line per run) and pass F") from None
+                elif msg.startswith(NESTED_TOO_DEEPLY):   # JSON, whole, past Python's recursion limit: not cut short
+                    raise ConfigError(f"{p}:{i}", "<line>", shown, "JSON nested deeper than Python's recursion limit "
+                                      f"({msg}): no bench_serving result nests so deep (a damaged file?)") from None
                 else:
                     raise _other_file(p, text) or ConfigError(f"{p}:{i}", "<line>", shown,
                                                               f"not a complete JSON object ({msg}; truncated?)") from None

@@ -226,6 +226,9 @@ def _json_int(text: str) -> int | float:
 
 
 _JSON = json.JSONDecoder(parse_int=_json_int)
+NESTED_TOO_DEEPLY = "nested too deeply"
+"""The message of :func:`json_at`'s and :func:`json_value`'s error for nesting past Python's
+recursion limit (no writer's file nests so deep: a damaged or hostile one)."""
 
 
 def json_at(text: str, pos: int = 0) -> tuple[Any, int]:
@@ -240,7 +243,7 @@ def json_at(text: str, pos: int = 0) -> tuple[Any, int]:
     try:
         return _JSON.raw_decode(text, pos)
     except RecursionError:
-        raise json.JSONDecodeError("nested too deeply", text, pos) from None
+        raise json.JSONDecodeError(NESTED_TOO_DEEPLY, text, pos) from None
 
 
 def json_value(text: str) -> Any:
@@ -253,7 +256,7 @@ def json_value(text: str) -> Any:
     try:
         return _JSON.decode(text)
     except RecursionError:
-        raise json.JSONDecodeError("nested too deeply", text, 0) from None
+        raise json.JSONDecodeError(NESTED_TOO_DEEPLY, text, 0) from None
 
 
 def unreadable(p: str | Path, e: BaseException) -> ConfigError:

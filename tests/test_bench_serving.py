@@ -715,3 +715,17 @@ def test_a_long_figure_title_stays_inside_the_figure():
         box = fig._suptitle.get_window_extent(fig.canvas.get_renderer())
         assert box.x0 >= 0 and box.x1 <= fig.bbox.width, (box, fig._suptitle.get_text())
         plots.plt.close(fig)
+
+
+@pytest.mark.parametrize("depth", [100_000, 3000])
+def test_json_nested_past_pythons_limit_is_named_so_not_a_cut_line(tmp_path, capsys, depth):
+    """A result line holding brackets nested past Python's recursion limit (a damaged or hostile
+    file) is whole JSON: it was refused as "not a complete JSON object (...; truncated?)", which
+    sent the user looking for a cut. One line naming the nesting, exit 2, nothing written."""
+    line = json.loads((Path(__file__).parent / "data" / "bench" / "sglang-0.3.6.jsonl").read_text().splitlines()[0])
+    f = tmp_path / "deep.jsonl"
+    f.write_text(json.dumps(line)[:-1] + ', "tag": ' + "[" * depth + "]" * depth + "}\n")
+    assert main(["scenario", "from-bench", str(f), "--profile", "h200-1b", "--out", str(tmp_path / "s.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "deep.jsonl:1" in err[0] and "nested deeper than Python's recursion limit" in err[0]
+    assert "truncated" not in err[0] and not (tmp_path / "s.yaml").exists()
