@@ -187,6 +187,24 @@ def _is_scenario_file(path: str) -> bool:
     return isinstance(data, dict) and "workload" in data
 
 
+def _each_once(inputs: list[str]) -> list[str]:
+    """``inputs`` (results directories, bench_serving ``FILE[:LINE]``) with each given again
+    (however spelt: :func:`sim.input_files.same_input`; a line of a file given whole) left out,
+    said in a ``warning:`` line: it was drawn twice, one curve over the other under two labels."""
+    from specsched.sim.bench_serving import split_spec
+    from specsched.sim.input_files import same_input
+
+    kept: list[tuple[str, Path, int | None]] = []
+    for d in inputs:
+        path, line = split_spec(d)
+        again = next((s for s, p, n in kept if same_input(p, path) and n in (None, line)), None)
+        if again is not None:
+            print(f"warning: {d}: given again (as {again}): drawn once", file=sys.stderr)
+            continue
+        kept.append((d, path, line))
+    return [d for d, _, _ in kept]
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     """``plot``: figures for one or more results directories (PNG + SVG each), or for a sweep.
 
@@ -234,6 +252,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     if getattr(args, "slo", None):   # it was taken and not a word said of it
         raise ConfigError(_CLI, "--slo", args.slo[0], "objectives judge the points of a sweep: plot SWEEP.parquet "
                           "--slo ... (results directories and bench_serving files are plotted without them)")
+    args.results_dirs = _each_once(args.results_dirs)
     bar = tqdm(total=2 * len(args.results_dirs) + 3, desc="plot", unit="step", file=sys.stderr, leave=False,
                disable=not show_progress(args))
     runs, detailed, summary_only, summary_names = [], [], [], []

@@ -86,17 +86,19 @@ def file_key(p: str | Path) -> tuple:
 
 
 def same_input(a: str | Path, b: str | Path) -> bool:
-    """Whether ``a`` and ``b`` name one input: one regular file however spelt (``a.log``,
-    ``./a.log``, a link to it, a hard link: its device and inode), or one stream path (``-``
-    given twice reads the same bytes, once). False where either cannot be looked at (the reader
-    names that)."""
+    """Whether ``a`` and ``b`` name one input: one regular file or folder however spelt
+    (``a.log``, ``./a.log``, a link to it, a hard link: its device and inode), or one stream
+    path (``-`` given twice reads the same bytes, once). False where either cannot be looked at
+    (the reader names that)."""
     if str(a) == str(b):
         return True
     try:
         sa, sb = os.stat(a), os.stat(b)
     except (OSError, ValueError):
         return False
-    return stat.S_ISREG(sa.st_mode) and stat.S_ISREG(sb.st_mode) and (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+    kind = stat.S_IFMT(sa.st_mode)
+    return kind in (stat.S_IFREG, stat.S_IFDIR) and kind == stat.S_IFMT(sb.st_mode) \
+        and (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
 def streams_read() -> dict[str, tuple[tuple[int, int] | None, bytes]]:

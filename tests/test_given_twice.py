@@ -52,3 +52,17 @@ def test_a_copy_of_a_result_file_is_one_line_for_all_its_runs(tmp_path, capsys, 
     assert [r.source for r in fit_runs(["r.jsonl", "copy.jsonl"])] == ["r.jsonl:1", "r.jsonl:2"]
     err = [x for x in capsys.readouterr().err.splitlines() if "copy.jsonl" in x]
     assert len(err) == 1 and "copy.jsonl:1, copy.jsonl:2: left out: the same run(s) as r.jsonl:1, r.jsonl:2" in err[0]
+
+
+def test_plot_draws_an_input_given_twice_once(tmp_path, capsys, monkeypatch):
+    """``plot d.jsonl ./d.jsonl d.jsonl:1``: one run drawn three times, one curve over another
+    under three labels. Drawn once, each repeat said in a line."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(DATA / "bench" / "sglang-0.5.23-details.jsonl", "d.jsonl")
+    assert main(["plot", "d.jsonl", "./d.jsonl", "d.jsonl:1", "--out", "p"]) == 0
+    err = [x for x in capsys.readouterr().err.splitlines() if "given again" in x]
+    assert err == ["warning: ./d.jsonl: given again (as d.jsonl): drawn once",
+                   "warning: d.jsonl:1: given again (as d.jsonl): drawn once"]
+    from specsched.analysis.cli_commands import _each_once
+
+    assert _each_once(["d.jsonl:1", "d.jsonl:1", "d.jsonl"]) == ["d.jsonl:1", "d.jsonl"]   # a whole file after a line: drawn
