@@ -54,11 +54,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from specsched.analysis.log_lines import log_lines
 from specsched.analysis.server_launch import Launch
 from specsched.sim.bench_serving import REPORT_TITLE
 from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.input_files import READ_ERRORS, is_input_file, open_text, unreadable
+from specsched.sim.log_lines import log_lines
 from specsched.sim.server_log_kind import LogSigns
 
 _BATCH = re.compile(r"\b(?P<kind>Prefill|Decode) batch(?: \[\d+\])?(?:\s*\(mixed (?P<mixed>[^)]*)\))?\s*[,.]\s*(?P<rest>.*)$")
@@ -202,7 +202,7 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
         # while CUDA graphs are captured) is not a line end
         with open_text(p, "an SGLang server log", errors="replace", newline="\n") as f:
             # each logged line once, out of a container runtime's records (Docker json-file,
-            # CRI), its pieces joined, holes' NULs and colours dropped: analysis/log_lines.py
+            # CRI), its pieces joined, holes' NULs and colours dropped: sim/log_lines.py
             for i, raw, ended in log_lines(f):
                 if "server_args=" in raw or "max_total_num_tokens=" in raw:
                     launch.take(raw)
@@ -285,7 +285,7 @@ def is_server_log(path: str | Path) -> bool:
     JSON) or carries the client's printed report title. A JSON line is judged first: a
     result's ``generated_texts`` or ``errors`` may quote a batch line. Streamed, stopping at
     that line (a server's start-up lines come before its first batch line), through
-    :func:`analysis.log_lines.log_lines` (a log kept as Docker json-file or CRI records is read
+    :func:`sim.log_lines.log_lines` (a log kept as Docker json-file or CRI records is read
     through its records' text); compressed files read as :func:`parse_server_log` reads them.
     False for a missing or unreadable file, a pipe (``-``: read once, by its reader) or a
     folder: the result readers name those."""

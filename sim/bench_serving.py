@@ -109,6 +109,7 @@ from specsched.sim.input_files import (
     read_input,
     unreadable,
 )
+from specsched.sim.log_lines import unwrapped_text
 from specsched.sim.metrics import finite_percentiles
 from specsched.sim.server_log_kind import SGLANG_BATCH, LogSigns
 from specsched.sim.tables import column, notna
@@ -1300,6 +1301,9 @@ def read_bench(path: str | Path, line: int | None = None, *, left_out: list[str]
         raise ConfigError(str(p), "<file>", p.name, "not a text file (bench_serving writes JSON)") from None
     except READ_ERRORS as e:
         raise unreadable(p, e) from None
+    # a client's stdout (or a server's log) kept by a container runtime: Docker json-file
+    # records, CRI lines, `kubectl logs --timestamps`: read as printed (sim/log_lines.py)
+    text = unwrapped_text(text) or text
     objs: list[tuple[int, Any]] = []
     bad: tuple[int, str, str] | None = None
     # lines end at "\n" only (a "\r" before it is JSON whitespace): str.splitlines also breaks at

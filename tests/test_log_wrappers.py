@@ -112,3 +112,30 @@ def test_colour_escapes_around_the_logger_prefix_keep_each_lines_rank(tmp_path):
         for line in plain.read_text().splitlines(keepends=True)))
     assert "\x1b[0m Decode batch" in coloured.read_text()
     assert parse_server_log(coloured)[COLS].equals(parse_server_log(plain)[COLS])
+
+
+def test_a_printed_report_kept_by_a_container_runtime_is_read_as_printed(tmp_path):
+    """bench_serving's stdout kept by Docker's json-file driver, the CRI (a Kubernetes job's
+    ``0.log``) or ``kubectl logs --timestamps``: the report was refused ("not bench_serving
+    output: none of completed, ..." for Docker's records; "printed report without its run's size"
+    for the others, whose rows start with the runtime's time). Read as the plain stdout."""
+    from specsched.sim.bench_serving import read_bench
+
+    from tests.test_bench_printed_report import _NAMESPACE, _report
+
+    lines = [_NAMESPACE, "", *_report()]
+    plain = tmp_path / "bench.log"
+    plain.write_text("\n".join(lines) + "\n")
+    want = read_bench(plain)[0]
+    wrapped = {
+        "docker-json.log": "".join(json.dumps({"log": x + "\n", "stream": "stdout", "time": "2026-03-02T08:02:00Z"}) + "\n"
+                                   for x in lines),
+        "cri.log": "".join(f"2026-03-02T08:02:{i:02d}.123456789Z stdout F {x}\n" for i, x in enumerate(lines)),
+        "kubectl-t.log": "".join(f"2026-03-02T08:02:{i:02d}.123456789Z {x}\n" for i, x in enumerate(lines)),
+    }
+    for name, text in wrapped.items():
+        f = tmp_path / name
+        f.write_text(text)
+        (run,) = read_bench(f)
+        assert run.summary == want.summary and run.args == want.args, name
+        assert run.source == f"{f}:3", name   # the title's line, as in the plain file

@@ -1964,8 +1964,9 @@ def test_a_log_kept_as_docker_json_records_is_a_server_log_read_as_the_plain_one
     assert is_server_log(wrapped)
     cols = ["line", "time", "rank", "kind", "running_req", "queue_req", "token", "gen_throughput", "new_token"]
     assert parse_server_log(wrapped)[cols].equals(parse_server_log(plain)[cols])
-    with pytest.raises(ConfigError, match=r"json.log:1: .*log kept as JSON records.*--server-log"):
-        read_bench(wrapped)   # where a result goes (validate --measured), it is named for what it is
+    # where a result goes (validate --measured), it is named for what it is, at its first batch line
+    with pytest.raises(ConfigError, match=r"json.log:4: .*an SGLang server log .*--server-log"):
+        read_bench(wrapped)
 
 
 @pytest.mark.parametrize(("text", "want"), [

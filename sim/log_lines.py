@@ -113,3 +113,25 @@ def log_lines(f: Iterable[str]) -> Iterator[LogLine]:
             pending[key] = (first, pieces)
     for first, pieces in sorted(pending.values()):
         yield LogLine(first, _clean("".join(pieces)), False)
+
+
+_STAMPED = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2}) ")
+"""The time ``docker logs -t`` and ``kubectl logs --timestamps`` put before each line (RFC 3339)."""
+
+
+def unwrapped_text(text: str) -> str | None:
+    """``text`` as its program printed it, for a reader of printed output (bench_serving's
+    report: sim/bench_serving.py), when it is kept in a container runtime's wrapper: Docker
+    json-file records or CRI lines (:func:`log_lines`), or lines behind ``docker logs -t`` /
+    ``kubectl logs --timestamps``'s time. Each file line keeps its number (a line's later
+    pieces become blank lines). None when the first non-blank line has no such wrapper (the text
+    is read as it is)."""
+    lines = text.split("\n")
+    first = next((x for x in lines if x.strip()), "")
+    stamped = _STAMPED.match(first) is not None and _CRI.match(first) is None
+    if not stamped and _CRI.match(first.rstrip("\r")) is None and (json_record_text(first) or ("", None))[1] is None:
+        return None
+    out = [""] * len(lines)
+    for ll in log_lines(x + "\n" for x in lines):
+        out[ll.line - 1] = _STAMPED.sub("", ll.text, count=1) if stamped else ll.text
+    return "\n".join(out)
