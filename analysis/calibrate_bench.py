@@ -1677,14 +1677,13 @@ def split_server_log(from_files: list[str], server_log: str | None) -> tuple[lis
     Raises:
         ConfigError: two server logs; ``--from`` holding nothing but the log."""
     from specsched.analysis.server_log import is_server_log
-    from specsched.sim.bench_serving import split_spec
+    from specsched.sim.bench_serving import given_before, split_spec
 
     runs: list[str] = []
     log = server_log
-    taken: list[tuple[str, Path, int | None]] = []   # the result files kept: one given twice is read once
     for f in from_files:
         path, line = split_spec(f)
-        again = next((s for s, p, n in taken if same_input(p, path) and n in (None, line)), None)
+        again = given_before(f, runs)
         if again is not None:   # `--from runs.jsonl runs.jsonl`: each run was fitted twice
             print(f"warning: {f}: given again (as {again}): read once", file=sys.stderr)
             continue
@@ -1698,7 +1697,6 @@ def split_server_log(from_files: list[str], server_log: str | None) -> tuple[lis
             log = f
         else:
             runs.append(f)
-            taken.append((f, path, line))
     if not runs:
         raise ConfigError("<command line>", "--from", log, "an SGLang server log alone: the fit needs bench_serving "
                           "runs of that server too (--from RUNS.jsonl SERVER.log)")

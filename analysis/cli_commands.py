@@ -189,20 +189,18 @@ def _is_scenario_file(path: str) -> bool:
 
 def _each_once(inputs: list[str]) -> list[str]:
     """``inputs`` (results directories, bench_serving ``FILE[:LINE]``) with each given again
-    (however spelt: :func:`sim.input_files.same_input`; a line of a file given whole) left out,
-    said in a ``warning:`` line: it was drawn twice, one curve over the other under two labels."""
-    from specsched.sim.bench_serving import split_spec
-    from specsched.sim.input_files import same_input
+    (:func:`sim.bench_serving.given_before`) left out, said in a ``warning:`` line: it was drawn
+    twice, one curve over the other under two labels."""
+    from specsched.sim.bench_serving import given_before
 
-    kept: list[tuple[str, Path, int | None]] = []
+    kept: list[str] = []
     for d in inputs:
-        path, line = split_spec(d)
-        again = next((s for s, p, n in kept if same_input(p, path) and n in (None, line)), None)
+        again = given_before(d, kept)
         if again is not None:
             print(f"warning: {d}: given again (as {again}): drawn once", file=sys.stderr)
             continue
-        kept.append((d, path, line))
-    return [d for d, _, _ in kept]
+        kept.append(d)
+    return kept
 
 
 def cmd_plot(args: argparse.Namespace) -> int:

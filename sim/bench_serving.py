@@ -107,6 +107,7 @@ from specsched.sim.input_files import (
     json_at,
     json_value,
     read_input,
+    same_input,
     unreadable,
 )
 from specsched.sim.log_lines import unwrapped_text
@@ -334,6 +335,20 @@ def split_spec(spec: str | Path) -> tuple[Path, int | None]:
     if not tail.isdigit() or int(tail) < 1:
         raise ConfigError("<command line>", "FILE:LINE", text, "LINE must be a line number >= 1")
     return (STDIN_PATH if head == STDIN else Path(head)), int(tail)
+
+
+def given_before(spec: str, before: list[str]) -> str | None:
+    """The spec among ``before`` (``FILE[:LINE]``, :func:`split_spec`) that already names what
+    ``spec`` names: the same file however spelt (:func:`sim.input_files.same_input`), whole or
+    at the same line (a line of a file given whole is in it). None when none does. A command
+    taking several inputs reads each once: one given twice was read twice (fitted or drawn
+    twice)."""
+    path, line = split_spec(spec)
+    for b in before:
+        bp, bl = split_spec(b)
+        if same_input(bp, path) and bl in (None, line):
+            return b
+    return None
 
 
 def _number(where: str, key: str, v: Any, numeric_strings: bool = False) -> float | None:
@@ -1425,7 +1440,8 @@ def _specsched_yaml(text: str) -> tuple[str, str] | None:
 def _other_file(p: Path, text: str) -> ConfigError | None:
     """The refusal of a file that is no JSON and no printed report but another input a user
     has beside their results, named for what it is and where it goes (it was refused as a JSON
-    line cut short, "truncated?"): an SGLang server log (its batch lines) or a CSV table (a
+    line cut short, "truncated?"): an SGLang server log (its batch lines), a vLLM server's log
+    or an SGLang log of start-up lines only (:class:`sim.server_log_kind.LogSigns`), or a CSV table (a
     request trace: a header row and rows of as many commas), or a specsched scenario or profile
     YAML (:func:`_specsched_yaml`: it was refused as a JSON line cut short, "Expecting value;
     truncated?"). None for anything else."""
