@@ -250,8 +250,29 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
     df["time"] = pd.to_datetime(df["time"], errors="coerce", format="mixed")
     df["rank"] = df["rank"].fillna("")
     df = first_pipeline_stage(df, str(p))
+    _say_time_going_back(df, str(p))
     df.attrs["server_info"] = launch.server_info()   # start-up lines: analysis/server_launch.py
     return df
+
+
+def _say_time_going_back(log: pd.DataFrame, path: str) -> None:
+    """One ``warning:`` line at the first batch line logged more than a second before the
+    line before it of its rank: SGLang's logger writes in time order, so the log was joined out
+    of order (``cat server.log server.log.1``: the rotated, older file after the newer). A
+    decode line times the steps since the previous decode line of its rank
+    (:func:`decode_step_samples`), so such a join gives one wrong sample at each seam. Time-only
+    stamps (0.3.0: dated 1970-01-01) are left out: they wrap at midnight."""
+    dated = log[log["time"].notna() & (log["time"] >= pd.Timestamp("1971-01-01"))]
+    if len(dated) < 2:
+        return
+    back = dated.groupby(dated["rank"], sort=False)["time"].diff() < pd.Timedelta(seconds=-1)
+    if back.any():
+        i = back.idxmax()
+        prev = dated.loc[:i][dated.loc[:i, "rank"] == dated.at[i, "rank"]].iloc[-2]
+        print(f"warning: {path}:{int(dated.at[i, 'line'])}: logged at {dated.at[i, 'time']}, before line "
+              f"{int(prev['line'])} ({prev['time']}) of its rank: logs joined out of order (`cat server.log "
+              "server.log.1`)? join them oldest first: each decode line is timed against the line before it",
+              file=sys.stderr)
 
 
 def first_pipeline_stage(log: pd.DataFrame, path: str) -> pd.DataFrame:

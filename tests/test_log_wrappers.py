@@ -139,3 +139,24 @@ def test_a_printed_report_kept_by_a_container_runtime_is_read_as_printed(tmp_pat
         (run,) = read_bench(f)
         assert run.summary == want.summary and run.args == want.args, name
         assert run.source == f"{f}:3", name   # the title's line, as in the plain file
+
+
+def test_logs_joined_out_of_order_are_said(tmp_path, capsys):
+    """``cat server.log server.log.1``: the newer file before the rotated, older one. The batch
+    lines go back in time at the seam; one warning names the line (it was read without a word,
+    the seam's decode line timed against a line logged after it)."""
+    plain = (LOGS / "sglang-0.5.23.log").read_text()
+    older = plain.replace("2026-03-02 08:01", "2026-03-02 07:01")
+    joined = tmp_path / "joined.log"
+    joined.write_text(plain + older)
+    parse_server_log(joined)
+    err = capsys.readouterr().err.strip().splitlines()
+    n = len(plain.splitlines())
+    assert len(err) == 1 and f"joined.log:{n + 4}: logged at 2026-03-02 07:01:00.004" in err[0], err
+    assert "joined out of order" in err[0]
+    in_order = tmp_path / "in-order.log"
+    in_order.write_text(older + plain)
+    parse_server_log(in_order)
+    assert not capsys.readouterr().err
+    parse_server_log(LOGS / "sglang-0.3.0.log")   # time-only stamps: no date to order by
+    assert not capsys.readouterr().err
