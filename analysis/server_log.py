@@ -55,7 +55,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from specsched.analysis.server_launch import Launch
-from specsched.sim.bench_serving import REPORT_TITLE
+from specsched.sim.bench_serving import REPORT_TITLE, STDIN, STDIN_PATH
 from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.input_files import READ_ERRORS, is_input_file, open_text, unreadable
 from specsched.sim.log_lines import log_lines
@@ -181,11 +181,13 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
     A last batch line without a line end (SGLang's logger ends every record with one) was cut
     short and is left out, with a ``warning:`` line on stderr.
 
+    ``path`` ``-`` is the standard input (read once, kept for the process: :mod:`sim.input_files`).
+
     Raises:
         ConfigError: missing or unreadable file (a directory, a binary file), or no batch
             line in it (not an SGLang server log, or one logged at a level above INFO).
     """
-    p = Path(path)
+    p = STDIN_PATH if str(path) == STDIN else Path(path)   # `zcat server.log.gz | ... --server-log -`
     if p.is_dir():   # --server-log logs/: the folder exists, "no such server log" sent the user looking for it
         files = sorted(x.name for x in p.iterdir() if x.is_file())
         here = f"; it holds {', '.join(files[:5])}{', ...' if len(files) > 5 else ''}" if files else " (it is empty)"
@@ -308,10 +310,12 @@ def is_server_log(path: str | Path) -> bool:
     that line (a server's start-up lines come before its first batch line), through
     :func:`sim.log_lines.log_lines` (a log kept as Docker json-file or CRI records is read
     through its records' text); compressed files read as :func:`parse_server_log` reads them.
-    False for a missing or unreadable file, a pipe (``-``: read once, by its reader) or a
-    folder: the result readers name those."""
-    p = Path(path)
-    if str(path) == "-" or not p.is_file():
+    A pipe (``-``, the standard input, or ``<(zcat server.log.gz)``) is read whole once and
+    kept for the process (:mod:`sim.input_files`), so its reader reads the same bytes (it was
+    taken for a result, and a log piped to ``calibrate --from RUNS -`` refused as one). False
+    for a missing or unreadable file or a folder: the result readers name those."""
+    p = STDIN_PATH if str(path) == STDIN else Path(path)
+    if p.is_dir() or not is_input_file(p):
         return False
     try:
         with open_text(p, "a benchmark result or an SGLang server log", errors="replace", newline="\n") as f:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from specsched.analysis.calibrate_bench import split_server_log
 
 from specsched.cli import main
@@ -66,3 +67,21 @@ def test_plot_draws_an_input_given_twice_once(tmp_path, capsys, monkeypatch):
     from specsched.analysis.cli_commands import _each_once
 
     assert _each_once(["d.jsonl:1", "d.jsonl:1", "d.jsonl"]) == ["d.jsonl:1", "d.jsonl"]   # a whole file after a line: drawn
+
+
+@pytest.mark.parametrize("where", [["--server-log", "-"], ["-"]])
+def test_a_server_log_piped_to_calibrate_is_the_fits_log(tmp_path, where):
+    """``zcat server.log.gz | specsched calibrate --from runs.jsonl --server-log -`` (or ``--from
+    runs.jsonl -``): ``-`` is the standard input for a server log too. It was "no such server
+    log", and among ``--from``'s files the piped log was read as a result and refused."""
+    import subprocess
+    import sys
+
+    shutil.copy(DATA / "bench" / "sglang-0.3.6.jsonl", tmp_path / "r.jsonl")
+    argv = ["calibrate", "--from", "r.jsonl:1", *(["-"] if where == ["-"] else []), "--profile", "h200-1b",
+            "--params", "decode", "--seeds", "1", "--max-evals", "1", "--out", "o.yaml",
+            *(where if where != ["-"] else [])]
+    done = subprocess.run([sys.executable, "-m", "specsched", *argv], input=(DATA / "logs" / "sglang-0.5.23.log").read_text(),
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "Pure-decode samples:                     2" in done.stdout
