@@ -1676,7 +1676,7 @@ def split_server_log(from_files: list[str], server_log: str | None) -> tuple[lis
 
     Raises:
         ConfigError: two server logs; ``--from`` holding nothing but the log."""
-    from specsched.analysis.server_log import is_server_log
+    from specsched.analysis.server_log import is_server_log, printed_report_line
     from specsched.sim.bench_serving import given_before, split_spec
 
     runs: list[str] = []
@@ -1689,12 +1689,19 @@ def split_server_log(from_files: list[str], server_log: str | None) -> tuple[lis
             continue
         if line is None and is_server_log(path):
             if log is not None and same_input(path, log):   # `--from runs.jsonl a.log a.log`
-                print(f"warning: {f}: the server log {log} given again: read once", file=sys.stderr)
+                if log == server_log and printed_report_line(path) is not None:   # --server-log ALL --from ALL
+                    runs.append(f)
+                else:
+                    print(f"warning: {f}: the server log {log} given again: read once", file=sys.stderr)
                 continue
             if log is not None:
                 raise ConfigError("<command line>", "--from", f, f"a second SGLang server log beside {log}: the fit "
                                   "takes one (its decode steps join the fit); give the one of the server the runs measured")
             log = f
+            if printed_report_line(path) is not None:   # `docker compose logs` of server and client
+                print(f"{f}: an SGLang server log holding bench_serving's printed report too: its batch lines join the "
+                      "fit as the server log, its reports as runs")
+                runs.append(f)
         else:
             runs.append(f)
     if not runs:

@@ -333,6 +333,20 @@ def is_server_log(path: str | Path) -> bool:
     return False
 
 
+def printed_report_line(path: str | Path) -> int | None:
+    """The line of the first bench_serving (or vLLM) printed report title in ``path``, streamed
+    through :func:`sim.log_lines.log_lines`; None when there is none or the file cannot be
+    read. A server log holding one is a log of the server and the benchmark client together
+    (``docker compose logs`` of both services): its batch lines are the server's, its reports
+    the runs (sim/bench_serving.py ``printed_reports``)."""
+    p = STDIN_PATH if str(path) == STDIN else Path(path)
+    try:
+        with open_text(p, "an SGLang server log", errors="replace", newline="\n") as f:
+            return next((i for i, text, _ in log_lines(f) if REPORT_TITLE in text), None)
+    except (ConfigError, *READ_ERRORS):
+        return None
+
+
 def decode_step_samples(log: pd.DataFrame) -> pd.DataFrame:
     """Decode lines that time pure decode steps: the previous line of the same rank was a decode line,
     the queue is empty, throughput > 0, and the line states its KV tokens (:func:`kv_tokens`:

@@ -85,3 +85,24 @@ def test_a_server_log_piped_to_calibrate_is_the_fits_log(tmp_path, where):
                           capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "Pure-decode samples:                     2" in done.stdout
+
+
+def test_a_log_of_server_and_client_together_is_both_the_log_and_the_runs(tmp_path, capsys, monkeypatch):
+    """``docker compose logs > all.log`` of the SGLang server and the bench_serving client: the
+    server's batch lines and the client's printed report in one file. ``calibrate --from all.log``
+    took it for the server log alone and refused the fit ("an SGLang server log alone"), while
+    ``validate --measured all.log`` read its report. Now it is both, said in one line."""
+    from tests.test_bench_printed_report import _NAMESPACE, _report
+
+    monkeypatch.chdir(tmp_path)
+    log = (DATA / "logs" / "sglang-0.5.23.log").read_text().splitlines()
+    bench = [_NAMESPACE, "", *_report(accept=None)]
+    lines = ([f"sglang-1  | {x}" for x in log[:4]] + [f"bench-1   | {bench[0]}"] + [f"sglang-1  | {x}" for x in log[4:]]
+             + [f"bench-1   | {x}" for x in bench[1:]])
+    (tmp_path / "all.log").write_text("\n".join(lines) + "\n")
+    for extra in ([], ["--server-log", "all.log"]):
+        assert split_server_log(["all.log"], extra[1] if extra else None) == (["all.log"], "all.log")
+        assert main(["calibrate", "--from", "all.log", *extra, "--profile", "h200-1b", "--params", "decode",
+                     "--seeds", "1", "--max-evals", "1", "--out", "o.yaml"]) == 0
+        out = capsys.readouterr().out
+        assert "Pure-decode samples:                     2" in out and "fit: each evaluation simulates 1 run(s)" in out
