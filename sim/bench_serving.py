@@ -337,6 +337,30 @@ def split_spec(spec: str | Path) -> tuple[Path, int | None]:
     return (STDIN_PATH if head == STDIN else Path(head)), int(tail)
 
 
+def _text_of(data: bytes, p: Path) -> str:
+    """``data`` (a result file's bytes) as text (:func:`sim.input_files.encoding_of`). A file
+    cut inside its last character (a writer that keeps non-ASCII text as it is,
+    ``json.dumps(..., ensure_ascii=False)``, killed or copied while writing) reads without that
+    character, so its last line is a line cut short like any other (the whole file was refused
+    as "not a text file"); a byte that is not text elsewhere is refused at its line.
+
+    Raises:
+        ConfigError: a byte that is not UTF-8 (or UTF-16 after its mark) before the end.
+        UnicodeDecodeError: a file none of whose bytes read as text (the caller words it).
+    """
+    encoding = encoding_of(data)
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as e:
+        if e.end >= len(data) and e.start >= len(data) - 4:   # cut inside the last character
+            return data[: e.start].decode(encoding)
+        if e.start < 64 or b"\x00" in data[:4096]:   # no text at all: a binary file
+            raise
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ConfigError(f"{p}:{line}", "<bytes>", data[e.start:e.end].hex(" "), f"not {encoding.split('-sig')[0].upper()} "
+                          "text (bench_serving writes ASCII JSON): a damaged file?") from None
+
+
 def given_before(spec: str, before: list[str]) -> str | None:
     """The spec among ``before`` (``FILE[:LINE]``, :func:`split_spec`) that already names what
     ``spec`` names: the same file however spelt (:func:`sim.input_files.same_input`), whole or
@@ -1311,7 +1335,7 @@ def read_bench(path: str | Path, line: int | None = None, *, left_out: list[str]
         # a compressed copy (gzip/bzip2/xz runs.jsonl, a zip of it): read as it was written
         raw_bytes = compression.decompress(raw_bytes, p)
         # a byte-order mark from an editor is not JSON; PowerShell 5's redirect writes UTF-16
-        text = raw_bytes.decode(encoding_of(raw_bytes))
+        text = _text_of(raw_bytes, p)
     except UnicodeDecodeError:
         raise ConfigError(str(p), "<file>", p.name, "not a text file (bench_serving writes JSON)") from None
     except READ_ERRORS as e:

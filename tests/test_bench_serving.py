@@ -729,3 +729,23 @@ def test_json_nested_past_pythons_limit_is_named_so_not_a_cut_line(tmp_path, cap
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "deep.jsonl:1" in err[0] and "nested deeper than Python's recursion limit" in err[0]
     assert "truncated" not in err[0] and not (tmp_path / "s.yaml").exists()
+
+
+def test_a_file_cut_inside_its_last_character_keeps_its_whole_runs(tmp_path):
+    """A writer that keeps non-ASCII text as it is (``json.dumps(r, ensure_ascii=False)``) killed
+    while appending can stop inside a character's bytes: the whole file was refused as "not a
+    text file", its whole runs with it. The cut line is left out as any cut line is; a byte that
+    is not text before the end is named at its line."""
+    line = json.loads((Path(__file__).parent / "data" / "bench" / "sglang-0.5.23-details.jsonl").read_text().splitlines()[0])
+    line["generated_texts"] = ["café"] * len(line["generated_texts"])
+    text = (json.dumps(line, ensure_ascii=False) + "\n") * 2
+    data = text.encode()
+    f = tmp_path / "cut.jsonl"
+    f.write_bytes(data[: data.rindex("é".encode()) + 1])
+    left: list[str] = []
+    (run,) = read_bench(f, left_out=left)
+    assert run.source == f"{f}:1" and len(left) == 1 and "cut.jsonl:2: left out: the last line is cut short" in left[0]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(data[: len(data) // 2] + b"\xff" + data[len(data) // 2:])
+    with pytest.raises(ConfigError, match=r"bad.jsonl:2: <bytes> = 'ff': not UTF-8 text"):
+        read_bench(bad)
