@@ -334,6 +334,18 @@ def model_spec_refusal(server: ServerArgs, hw: Hardware, given: set[str]) -> tup
     return None
 
 
+def _each_sglang_server(server: ServerArgs, given: set[str]) -> list[tuple[str, ServerArgs, set[str]]]:
+    """(scenario key prefix, server args, keys the scenario gives) of each SGLang server the
+    scenario starts: the server, or, disaggregated, also each role's own (the server section's
+    keys and the role's)."""
+    servers = [("server", server, given)]
+    if server.disaggregation is not None:
+        for role in ("prefill", "decode"):
+            own = set(getattr(server.disaggregation, role).server)
+            servers.append((f"server.disaggregation.{role}.server", server.role_server(role), given | own))
+    return servers
+
+
 def _refuse_model_spec(scenario: Scenario, server: ServerArgs, hw: Hardware, given: set[str]) -> None:
     """Raise where :func:`model_spec_refusal` refuses the server or a disaggregated role's (each
     role its own SGLang server, given the section's keys and its own).
@@ -342,12 +354,7 @@ def _refuse_model_spec(scenario: Scenario, server: ServerArgs, hw: Hardware, giv
         ConfigError: naming the key under the server or the role."""
     from specsched.sim.errors import ConfigError
 
-    servers = [("server", server, given)]
-    if server.disaggregation is not None:
-        for role in ("prefill", "decode"):
-            own = set(getattr(server.disaggregation, role).server)
-            servers.append((f"server.disaggregation.{role}.server", server.role_server(role), given | own))
-    for where, srv, keys in servers:
+    for where, srv, keys in _each_sglang_server(server, given):
         if (why := model_spec_refusal(srv, hw, keys)) is not None:
             raise ConfigError(scenario_file(scenario, scenario.name), f"{where}.{why[0]}", why[1], why[2])
 
@@ -360,12 +367,7 @@ def _refuse_draft_trees(scenario: Scenario, server: ServerArgs, hw: Hardware, gi
         ConfigError: naming ``speculative_eagle_topk`` under the server or the role."""
     from specsched.sim.errors import ConfigError
 
-    servers = [("server", server, given)]
-    if server.disaggregation is not None:
-        for role in ("prefill", "decode"):
-            own = set(getattr(server.disaggregation, role).server)
-            servers.append((f"server.disaggregation.{role}.server", server.role_server(role), given | own))
-    for where, srv, keys in servers:
+    for where, srv, keys in _each_sglang_server(server, given):
         if (why := draft_tree_refusal(srv, hw, keys)) is not None:
             raise ConfigError(scenario_file(scenario, scenario.name), f"{where}.speculative_eagle_topk",
                               srv.speculative_eagle_topk, why)
