@@ -196,7 +196,7 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
         raise ConfigError(str(p), "<file>", str(p), "no such server log")
     rows = []
     launch = Launch()
-    report_line = 0
+    report_line = json_line = 0
     signs = LogSigns()   # what the lines say the file is, should it hold no batch line
     try:
         # a rotated, compressed log (server.log.1.gz) found by its first bytes; lines end at
@@ -210,6 +210,8 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
                     launch.take(raw)
                 if not rows:
                     signs.see(i, raw)
+                    if not json_line and raw.lstrip("\ufeff \t")[:1] in ("{", "["):   # not a record: log_lines
+                        json_line = i   # unwrapped those
                 if "batch" not in raw:
                     if not report_line and REPORT_TITLE in raw:
                         report_line = i
@@ -244,6 +246,11 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
         raise ConfigError(f"{p}:{report_line}", "<line>", REPORT_TITLE, "a benchmark client's printed report (its "
                           "stdout), not an SGLang server log: give it to --from (or validate --measured), which read "
                           "it as the run it reports; --server-log takes the server's own log")
+    if not rows and json_line and signs.refusal(str(p), "") is None:
+        # bench_serving's --output-file or vLLM's result JSON, given where the server's log goes
+        raise ConfigError(f"{p}:{json_line}", "<line>", "a JSON value", "a benchmark result (bench_serving's "
+                          "--output-file, vLLM's result JSON), not an SGLang server log: give it to --from (or "
+                          "validate --measured); --server-log takes the server's own log")
     if not rows:
         raise signs.refusal(str(p), "an SGLang server log with batch lines") or ConfigError(
             str(p), "<lines>", 0, "no 'Prefill batch' or 'Decode batch' line: not an SGLang server log (or logged "

@@ -86,3 +86,14 @@ def test_vllms_benchmark_client_output_is_not_taken_for_its_server_log(tmp_path)
     with pytest.raises(ConfigError) as e:
         read_bench(cut)
     assert "vLLM server's log" not in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["sglang-0.5.23-details.jsonl", "vllm-indented.json", "vllm-0.8.5-jq-indented-runs.json"])
+def test_a_result_file_given_as_the_server_log_is_named_a_result(name):
+    """bench_serving's ``--output-file`` or vLLM's result JSON as ``--server-log``: it was "not an
+    SGLang server log (or logged with --log-level above info)", which sent the user to the
+    server's log level. One line names it a benchmark result and where it goes."""
+    with pytest.raises(ConfigError) as e:
+        parse_server_log(DATA / "bench" / name)
+    msg = str(e.value)
+    assert f"{name}:1:" in msg and "a benchmark result" in msg and "--from" in msg and "--log-level" not in msg
