@@ -110,7 +110,7 @@ from specsched.sim.input_files import (
     same_input,
     unreadable,
 )
-from specsched.sim.log_lines import unwrapped_text
+from specsched.sim.log_lines import LOG_TEXT_KEYS, unwrapped_text
 from specsched.sim.metrics import finite_percentiles
 from specsched.sim.server_log_kind import SGLANG_BATCH, LogSigns
 from specsched.sim.tables import column, notna
@@ -734,7 +734,7 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         elif {"timestamp", "input_length", "output_length"} <= set(obj):   # a Mooncake trace's row
             hint = (" (a request trace's row, Mooncake's layout: replay it with a trace workload, "
                     "`trace: {path: ..., layout: mooncake}`)")
-        elif any(isinstance(obj.get(k), str) for k in ("log", "message", "msg")):
+        elif any(isinstance(obj.get(k), str) for k in LOG_TEXT_KEYS):
             # Docker's json-file driver keeps a container's output as {"log": ..., "stream", "time"}
             hint = (" (a log kept as JSON records, as Docker's json-file driver keeps a container's: an SGLang "
                     "server's goes to calibrate --from RUNS --server-log)")
