@@ -180,11 +180,7 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
                 j += 1
                 if j == klim:      # the context sum reached the key's limit: a new segment
                     ctx = lim
-                    key = round(ctx / bs / 10.0)
-                    seg = memo.get((bs, key, ctx % bs))
-                    if seg is None:
-                        seg = _segment(memo, gpu, ctx, bs, key)
-                    c, lim = seg
+                    c, lim = _segment(memo, gpu, ctx, bs)
                     klim = j + (lim - ctx) // bs
         t = t + hs
         t = t + hl
@@ -253,11 +249,7 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
         else:
             continue
         # a new segment starts here (a breakpoint or the key's limit): its cost and end
-        key = round(ctx / bs / 10.0)
-        seg = memo.get((bs, key, ctx % bs))
-        if seg is None:
-            seg = _segment(memo, gpu, ctx, bs, key)
-        c, lim = seg
+        c, lim = _segment(memo, gpu, ctx, bs)
         klim = j + (lim - ctx) // bs
 
 
@@ -279,14 +271,17 @@ def _pieces(bs0: int, cuts: list[tuple[int, int, float]], firsts: list[float], e
     return pieces
 
 
-def _segment(memo: dict, gpu: Callable[[int, int, int], float], ctx: int, bs: int,
-             key: int) -> tuple[float, int]:
-    """The GPU seconds of a decode of ``bs`` requests at cost key ``key`` and the context
-    sum at which the key changes (:func:`_key_until`), cached in ``memo`` under (bs, key,
-    ctx mod bs): ``gpu`` depends on (bs, key) only (the cost model's key, see the engine's
+def _segment(memo: dict, gpu: Callable[[int, int, int], float], ctx: int, bs: int) -> tuple[float, int]:
+    """The GPU seconds of a decode of ``bs`` requests whose contexts sum to ``ctx`` and the
+    context sum at which its cost key (the mean context rounded to 10) changes
+    (:func:`_key_until`), from ``memo`` under (bs, key, ctx mod bs) or computed and kept
+    there: ``gpu`` depends on (bs, key) only (the cost model's key, see the engine's
     ``_run_costs``) and the limit on ctx only through ctx mod bs, so every context sum of
     that residue in the key's range has this pair."""
-    if len(memo) >= 1 << 16:
-        memo.clear()
-    v = memo[(bs, key, ctx % bs)] = (gpu(bs, ctx, key), _key_until(ctx, bs, key))
+    key = round(ctx / bs / 10.0)
+    v = memo.get((bs, key, ctx % bs))
+    if v is None:
+        if len(memo) >= 1 << 16:
+            memo.clear()
+        v = memo[(bs, key, ctx % bs)] = (gpu(bs, ctx, key), _key_until(ctx, bs, key))
     return v
