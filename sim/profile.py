@@ -136,7 +136,7 @@ class GridInterp:
         # float64 arithmetic is the same either way
         self._xl, self._cl, self._vl = self.x.tolist(), self.c.tolist(), self.v.tolist()
         self._low = self._low_lines()
-        self._top = self._top_rows() if len(self._xl) > 1 else []
+        self._top = self._top_rows()
         self._cache: dict[tuple[float, float], float] = {}
         self._peeked: dict[tuple[float, float], float] = {}   # peek's, apart: a peek notes nothing
         self.above: dict[str, float] = {}
@@ -213,8 +213,10 @@ class GridInterp:
 
     def _top_rows(self) -> list[int]:
         """Indices of the ``x`` points the extrapolation above the grid fits: from half the
-        last ``x`` up, at least the last two."""
+        last ``x`` up, at least the last two; none for a one-point axis (never read above)."""
         n = len(self._xl)
+        if n < 2:
+            return []
         k = sum(1 for x in self._xl if x >= 0.5 * self._xl[-1])
         return list(range(n - max(2, k), n))
 
