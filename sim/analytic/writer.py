@@ -47,6 +47,7 @@ from specsched.sim.analytic.roofline import (
 from specsched.sim.analytic.vision import VIT_L_HIDDEN, VIT_L_LAYERS
 from specsched.sim.errors import ConfigError
 from specsched.sim.profile import GpuProfile, Profile
+from specsched.sim.server_args import SpecAlgorithm
 
 BATCHES = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512, 768, 1024]
 CONTEXTS = [0, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
@@ -96,11 +97,17 @@ KV_LINK_LATENCY_S = 1.0e-3
 """Assumed fixed cost of one KV transfer (bootstrap done earlier; the completion poll)."""
 
 
-DRAFTER_KINDS = {"dspark": "block", "dflash": "block", "eagle": "chain", "eagle3": "chain", "nextn": "chain",
-                 "mtp": "chain", "standalone": "chain"}
-"""The drafter kind an analytic profile prices for each of SGLang's ``--speculative-algorithm``
-names: a block drafter drafts the whole window in one forward (DSpark, DFlash), a chain
-drafter one token per serial draft forward (EAGLE, EAGLE-3, NEXTN/MTP, STANDALONE)."""
+def drafter_kind(algorithm: str) -> str | None:
+    """The drafter kind an analytic profile prices for one of SGLang's
+    ``--speculative-algorithm`` names (any case), from :class:`sim.server_args.SpecAlgorithm`:
+    ``block`` for a block drafter that drafts the whole window in one forward (DSpark, DFlash),
+    ``chain`` for one token per serial draft forward (EAGLE, EAGLE-3, NEXTN/MTP, STANDALONE);
+    None for ``none`` or a name that is no algorithm."""
+    try:
+        algo = SpecAlgorithm(str(algorithm).lower())
+    except ValueError:
+        return None
+    return None if not algo.enabled else "block" if algo.is_block else "chain"
 
 
 def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None = None, *,
@@ -131,7 +138,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
     if window < 2 or window > 64:
         raise ConfigError("<command line>", "--window", window, "must be in 2..64")
     if drafter not in ("block", "chain"):
-        kind = DRAFTER_KINDS.get(str(drafter).lower())
+        kind = drafter_kind(drafter)
         raise ConfigError("<command line>", "--drafter", drafter,
                           "allowed: block (SGLang's dspark, dflash) or chain (eagle, eagle3, nextn, mtp, standalone)"
                           + (f": for {drafter} give --drafter {kind}" if kind else ""))
