@@ -59,7 +59,7 @@ from specsched.sim.bench_serving import REPORT_TITLE, STDIN, STDIN_PATH
 from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.input_files import READ_ERRORS, is_input_file, open_text, unreadable
 from specsched.sim.log_lines import log_lines
-from specsched.sim.server_log_kind import LogSigns
+from specsched.sim.server_log_kind import SGLANG_STARTUP, LogSigns
 
 _BATCH = re.compile(r"\b(?P<kind>Prefill|Decode) batch(?: \[\d+\])?(?:\s*\(mixed (?P<mixed>[^)]*)\))?\s*[,.]\s*(?P<rest>.*)$")
 _STAMP = r"(?:\d{4}-\d{2}-\d{2}[ T])?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"
@@ -195,6 +195,7 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
     if not is_input_file(p):
         raise ConfigError(str(p), "<file>", str(p), "no such server log")
     rows = []
+    starts: list[int] = []   # rows logged before each server start-up line that follows batch lines
     launch = Launch()
     report_line = json_line = 0
     signs = LogSigns()   # what the lines say the file is, should it hold no batch line
@@ -208,6 +209,8 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
             for i, raw, ended in log_lines(f):
                 if "server_args=" in raw or "max_total_num_tokens=" in raw:
                     launch.take(raw)
+                if rows and (not starts or starts[-1] != len(rows)) and SGLANG_STARTUP.search(raw):
+                    starts.append(len(rows))   # the server started again after batch lines
                 if not rows:
                     signs.see(i, raw)
                     if not json_line and raw.lstrip("\ufeff \t")[:1] in ("{", "["):   # not a record: log_lines
@@ -255,6 +258,7 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
         raise signs.refusal(str(p), "an SGLang server log with batch lines") or ConfigError(
             str(p), "<lines>", 0, "no 'Prefill batch' or 'Decode batch' line: not an SGLang server log (or logged "
             "with --log-level above info)")
+    rows = drop_repeated_copy(rows, starts, str(p))
     df = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
     df["time"] = pd.to_datetime(df["time"], errors="coerce", format="mixed")
     df["rank"] = df["rank"].fillna("")
@@ -262,6 +266,62 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
     _say_time_going_back(df, str(p))
     df.attrs["server_info"] = launch.server_info()   # start-up lines: analysis/server_launch.py
     return df
+
+
+def _row_key(row: dict[str, object]) -> tuple[tuple[str, object], ...]:
+    """What a batch line logged: every parsed field but its file line (the logger's time and
+    rank included), whatever wrapper or prefix it was read through."""
+    return tuple(sorted((k, v) for k, v in row.items() if k != "line"))
+
+
+def _went_back(rows: list[dict[str, object]], j: int) -> bool:
+    """Row ``j`` is stamped before row ``j - 1`` (both stamped, in one form: with a date, or
+    0.3.0's time alone)."""
+    a, b = rows[j - 1].get("time"), rows[j].get("time")
+    return isinstance(a, str) and isinstance(b, str) and len(a) == len(b) and b < a
+
+
+def drop_repeated_copy(rows: list[dict[str, object]], starts: list[int], path: str) -> list[dict[str, object]]:
+    """``rows`` (:func:`parse_line`'s, in file order) less the batch lines that are a copy of
+    earlier ones, with one ``warning:`` line; ``rows`` itself when there is none.
+
+    A log joined with itself (``cat server.log server.log``, a log appended twice to one file, a
+    snapshot followed by the later, longer copy of the same log) repeats its batch lines: each
+    decode step was a sample twice and each prefill batch counted twice in the fit and its
+    summary, and the seam read as "logs joined out of order". SGLang's logger writes in time
+    order and never logs one batch twice, so a copy is known where the lines go back in time
+    (the stamp before the line before it; or, for a log without stamps, 0.2.0-0.2.13, a server
+    start-up line, :data:`sim.server_log_kind.SGLANG_STARTUP`, after batch lines: ``starts``
+    holds the number of rows logged before each) and from there repeat an earlier run of lines
+    field for field, stamps included (:func:`_row_key`), up to the end of the log or up to that
+    seam (the first copy whole, the second going on). Such a run is read once. Lines that go
+    back without repeating any (logs joined out of order) are kept, and said by
+    :func:`_say_time_going_back`."""
+    keys = [_row_key(r) for r in rows]
+    drop: set[int] = set()
+    seams: list[tuple[int, int, int]] = []   # (first row of the copy, first row it repeats, rows)
+    first: dict[tuple[tuple[str, object], ...], int] = {}
+    for j, k in enumerate(keys):
+        if j in drop:
+            continue
+        i = first.setdefault(k, j)
+        if i == j or not (_went_back(rows, j) or j in starts):
+            continue
+        m = 0
+        while j + m < len(rows) and i + m < j and keys[i + m] == keys[j + m]:
+            m += 1
+        if j + m == len(rows) or i + m == j:   # the copy runs to the end, or repeats up to the seam
+            drop.update(range(j, j + m))
+            seams.append((j, i, m))
+    if not seams:
+        return rows
+    j, i, m = seams[0]
+    more = f" (and {len(seams) - 1} more such copies)" if len(seams) > 1 else ""
+    print(f"warning: {path}:{rows[j]['line']}: from here the log repeats itself: batch lines {rows[j]['line']}-"
+          f"{rows[j + m - 1]['line']} are lines {rows[i]['line']}-{rows[i + m - 1]['line']} again, the same times and "
+          f"figures{more} (a log joined with itself, `cat server.log server.log`, or appended twice): each "
+          f"repeated line is read once ({len(drop)} of {len(rows)} batch lines left out)", file=sys.stderr)
+    return [r for k, r in enumerate(rows) if k not in drop]
 
 
 def _say_time_going_back(log: pd.DataFrame, path: str) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from specsched.analysis.server_log import is_server_log, parse_server_log
+from specsched.analysis.server_log import decode_step_samples, is_server_log, parse_server_log
 
 DATA = Path(__file__).parent / "data"
 LOGS = DATA / "logs"
@@ -160,3 +160,45 @@ def test_logs_joined_out_of_order_are_said(tmp_path, capsys):
     assert not capsys.readouterr().err
     parse_server_log(LOGS / "sglang-0.3.0.log")   # time-only stamps: no date to order by
     assert not capsys.readouterr().err
+
+
+def test_a_log_joined_with_itself_is_read_once_in_one_line(tmp_path, capsys):
+    """``cat server.log server.log`` (or a log a user appended twice, or a snapshot followed by
+    the later, longer copy): the second copy's batch lines go back to the first's times and
+    repeat them field for field. Each decode step was a sample twice and the seam was said as
+    logs joined out of order; the copy is now read once, said in one line naming both ranges."""
+    plain = (LOGS / "sglang-0.5.23.log").read_text()
+    n = len(plain.splitlines())
+    once = parse_server_log(LOGS / "sglang-0.5.23.log")
+    capsys.readouterr()
+    twice = tmp_path / "both.log"
+    twice.write_text(plain + plain)
+    log = parse_server_log(twice)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"both.log:{n + 4}: from here the log repeats itself: batch lines {n + 4}-{n + 8} are " \
+        "lines 4-8 again" in err[0] and "5 of 10 batch lines left out" in err[0], err
+    assert log[COLS].equals(once[COLS])
+    assert len(decode_step_samples(log)) == len(decode_step_samples(once)) == 2
+    # a snapshot, then the whole log copied later (the first copy repeated, then new lines)
+    more = plain.replace("08:01:0", "08:02:0").replace("[1", "[2")
+    longer = tmp_path / "snapshot-then-all.log"
+    longer.write_text(plain + plain + more)
+    log = parse_server_log(longer)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "repeats itself" in err[0] and len(log) == 10 and log["time"].is_monotonic_increasing
+    # 0.2.x logged no time: the copy is known by the server's start-up line before it
+    dp = (LOGS / "sglang-0.2.9-dp.log").read_text()
+    undated = tmp_path / "undated.log"
+    undated.write_text(dp + dp)
+    assert parse_server_log(undated)[["rank", "kind", "token"]].equals(
+        parse_server_log(LOGS / "sglang-0.2.9-dp.log")[["rank", "kind", "token"]])
+    assert "repeats itself" in capsys.readouterr().err
+
+
+def test_a_second_launch_in_one_log_is_not_a_copy(tmp_path, capsys):
+    """A server restarted with its log appended (``>>``): the same start-up and the same
+    batch figures again, later in time, are the second launch's own lines, all read."""
+    plain = (LOGS / "sglang-0.5.23.log").read_text()
+    later = tmp_path / "two-launches.log"
+    later.write_text(plain + plain.replace("2026-03-02", "2026-03-03"))
+    assert len(parse_server_log(later)) == 10 and not capsys.readouterr().err
