@@ -66,8 +66,9 @@ def python_repr_args(text: str) -> dict[str, Any]:
     ``argparse.Namespace``'s) or of a dict (``{'key': value, ...}``): each key whose value is a
     Python literal, with that value. Text that does not parse whole (a value whose repr is no
     Python, ``<Enum.X: 'x'>`` or ``device(type='cuda')``, or a line cut short) is read pair by
-    pair (:func:`split_top_level`), the pairs that are literals kept. Text of neither form
-    gives ``{}``."""
+    pair (:func:`split_top_level`), the pairs that are literals kept, but for the last pair of
+    a text cut short (no closing bracket), which may be cut inside its value. Text of neither
+    form gives ``{}``."""
     text = text.strip()
     try:
         tree = ast.parse(text, mode="eval").body
@@ -91,7 +92,12 @@ def python_repr_args(text: str) -> dict[str, Any]:
     m = re.match(r"\s*(?:[A-Za-z_][\w.]*\(|\{)", text)
     if m is None:
         return out
-    for item in split_top_level(text[m.end():], brackets=PYTHON_BRACKETS):
+    items = split_top_level(text[m.end():], brackets=PYTHON_BRACKETS)
+    if not text.endswith((")", "}")):
+        # cut short (a log line cut at a size limit): its last pair may be cut inside its value,
+        # ``chunked_prefill_size': 81`` of 8192, and is not read
+        items = items[:-1]
+    for item in items:
         km = _ARG_KEY.match(item)
         if km is None:
             continue

@@ -12,6 +12,22 @@ A server's log reaches a user as the text its logger wrote, or wrapped by what r
   ``<RFC3339Nano time> <stdout|stderr> <P|F> <text>``, a line longer than containerd's
   ``max_container_log_line_size`` (16 KiB) written as ``P`` (partial) pieces ended by an ``F``
   (full) one (kubelet ``pkg/kubelet/kuberuntime/logs/logs.go`` ``parseCRILog`` joins them so).
+- systemd's journal (a server run as a unit, read back with ``journalctl -u sglang``): journald
+  cuts a line longer than its ``LineMax=`` (journald.conf, default 48K = 49152 bytes) into
+  records of exactly that many bytes, the last one shorter (systemd ``journald-stream.c``
+  ``stdout_stream_scan``, each cut record marked ``_LINE_BREAK=line-max``). ``journalctl``'s
+  short formats print each record as ``<time> <host> <identifier>[<pid>]: <text>`` (``short``
+  ``Mar 02 08:00:00``, ``short-precise``, ``short-iso`` and ``short-iso-precise`` RFC 3339,
+  ``short-full`` ``Mon 2026-03-02 08:00:00 UTC``, ``short-unix``, ``short-monotonic``), ``-o cat``
+  the text alone, ``-o json`` one object a record with the text under ``MESSAGE`` (an array of
+  byte values where it is not UTF-8; null where it is past 4096 bytes, unless ``--all``). A
+  record of exactly :data:`JOURNALD_LINE_MAX` bytes is a piece: it is joined with the next
+  record of the same process (the same host, identifier and pid; the next line, under ``-o
+  cat``), and ``-o json``'s ``_LINE_BREAK`` says it outright. 0.5.23's ``server_args=`` line is
+  some 18K; a server with long arguments (a JSON ``--json-model-override-args``, a long graph
+  size list) or a journal with a smaller ``LineMax=`` logs it past the limit, and its second
+  piece was not read: the arguments after the cut were lost, and the last one before it read
+  cut (``chunked_prefill_size`` 81 of 8192).
 - A terminal's colours: ANSI SGR escapes (``ESC[32m`` ... ``ESC[0m``) left in a log captured
   with ``script`` or a coloured formatter.
 
@@ -30,9 +46,21 @@ from typing import NamedTuple
 
 from specsched.sim.server_log_kind import ANSI
 
-LOG_TEXT_KEYS = ("log", "message", "msg")
-"""Keys of a JSON log record's text: Docker's json-file driver's ``log``, and the ``message``/
-``msg`` of JSON logging formatters and log shippers."""
+LOG_TEXT_KEYS = ("log", "message", "msg", "MESSAGE")
+"""Keys of a JSON log record's text: Docker's json-file driver's ``log``, the ``message``/
+``msg`` of JSON logging formatters and log shippers, and journald's ``MESSAGE``
+(``journalctl -o json``)."""
+JOURNALD_LINE_MAX = 48 * 1024
+"""journald's default ``LineMax=`` (journald.conf): a longer line is stored as records of this
+many bytes, the last one shorter (module docstring)."""
+_JOURNAL = re.compile(
+    r"^(?P<head>(?:[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}(?:\.\d+)?"              # short, short-precise
+    r"|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"     # short-iso(-precise)
+    r"|[A-Z][a-z]{2} \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? \S+"           # short-full
+    r"|\[\s*\d+\.\d+\]|\d{9,}\.\d+)"                                          # short-monotonic, short-unix
+    r" (?P<host>\S+) (?P<ident>[^\s\[\]]+?)(?:\[(?P<pid>\d+)\])?: )(?P<text>.*)$", re.S)
+"""A record as ``journalctl``'s short formats print it (module docstring): time, host,
+identifier, pid, text."""
 _MAX_RECORD = 1_000_000
 """A JSON line this long or longer is not parsed as a log record (a benchmark result with
 per-request details is; no log record is that long: Docker's are 16 KiB of text at most)."""
@@ -65,6 +93,15 @@ def json_record_text(raw: str) -> tuple[str, str | None] | None:
         return None
     if not isinstance(obj, dict):
         return None
+    if "MESSAGE" in obj and ("__CURSOR" in obj or "_LINE_BREAK" in obj):   # journalctl -o json
+        text = obj.get("MESSAGE")
+        if isinstance(text, list) and all(isinstance(b, int) and 0 <= b < 256 for b in text):
+            text = bytes(text).decode("utf-8", "replace")   # a text that is not UTF-8: its bytes
+        # a record is a whole line, but a piece of one cut at LineMax; a text past 4096 bytes
+        # without --all is null: nothing to read
+        whole = obj.get("_LINE_BREAK") != "line-max"
+        where = f"journal:{obj.get('_HOSTNAME')}:{obj.get('SYSLOG_IDENTIFIER')}:{obj.get('_PID')}"
+        return (text if isinstance(text, str) else "") + ("\n" if whole else ""), where
     key = next((k for k in LOG_TEXT_KEYS if isinstance(obj.get(k), str)), None)
     if key is None:
         return None
@@ -84,7 +121,7 @@ def log_lines(f: Iterable[str]) -> Iterator[LogLine]:
     shell's ``>`` leaves the writer at its old offset, so the next line follows a run of NULs;
     a crash can leave NULs after the last line). A piece whose line never ends (the file
     stops) is given at the end, cut (``ended`` False)."""
-    pending: dict[tuple[str, str], tuple[int, list[str]]] = {}   # (wrapper, stream) -> first line, pieces
+    pending: dict[tuple[str, ...], tuple[int, list[str]]] = {}   # (wrapper, stream) -> first line, pieces
     for i, raw in enumerate(f, start=1):
         ended = raw.endswith("\n")
         body = (raw[:-1] if ended else raw).removesuffix("\r").strip("\x00").lstrip("\ufeff")
@@ -99,12 +136,25 @@ def log_lines(f: Iterable[str]) -> Iterator[LogLine]:
             text = text.removesuffix("\n").removesuffix("\r")
         else:
             m = _CRI.match(body)
-            if m is None:
-                yield LogLine(i, _clean(body), ended)
-                continue
-            key = ("cri", m["stream"])
-            whole = m["tag"] == "F"
-            text = m["text"]
+            if m is not None:
+                key = ("cri", m["stream"])
+                whole = m["tag"] == "F"
+                text = m["text"]
+            else:
+                # a journal record (journalctl's short formats, or -o cat's bare text) cut at
+                # journald's LineMax: only a line that long, or one after such a piece, is looked at
+                j = key = None
+                if len(body) >= JOURNALD_LINE_MAX // 4 or any(k[0] == "journal" for k in pending):
+                    j = _JOURNAL.match(body)
+                    key = ("journal", *((j["host"], j["ident"], j["pid"] or "") if j is not None else ("", "", "")))
+                    text = j["text"] if j is not None else body
+                    cut = len(text.encode("utf-8", "replace")) == JOURNALD_LINE_MAX
+                if key is None or (key not in pending and not cut):   # a whole line, as it is (its prefix kept)
+                    yield LogLine(i, _clean(body), ended)
+                    continue
+                whole = not cut
+                if key not in pending and j is not None:
+                    text = j["head"] + text   # the joined line keeps its first record's prefix
         first, pieces = pending.pop(key, (i, []))
         pieces.append(text)
         if whole or not ended:   # the line's last piece, or the file stops in it

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from specsched.analysis.server_log import decode_step_samples, is_server_log, parse_server_log
 
 DATA = Path(__file__).parent / "data"
@@ -202,3 +203,63 @@ def test_a_second_launch_in_one_log_is_not_a_copy(tmp_path, capsys):
     later = tmp_path / "two-launches.log"
     later.write_text(plain + plain.replace("2026-03-02", "2026-03-03"))
     assert len(parse_server_log(later)) == 10 and not capsys.readouterr().err
+
+
+LINE_MAX = 48 * 1024
+"""journald's default LineMax= (journald.conf): a longer line is stored as records of this many
+bytes, the last one shorter (systemd journald-stream.c ``stdout_stream_scan``)."""
+
+
+def _long_launch() -> list[str]:
+    """The 0.5.23 launch log with its ``server_args=`` line past 48 KiB: a long JSON
+    ``--json-model-override-args`` before every other argument, so ``tp_size`` and the rest
+    come after journald's cut."""
+    lines = LAUNCH.read_text().splitlines(keepends=True)
+    k = next(i for i, x in enumerate(lines) if "server_args={" in x)
+    override = json.dumps({f"expert_{i}": {"scale": i / 7} for i in range(2500)})
+    lines[k] = lines[k].replace("server_args={", f"server_args={{'json_model_override_args': {override!r}, ", 1)
+    assert len(lines[k]) > 2 * LINE_MAX
+    return lines
+
+
+@pytest.mark.parametrize("form", ["short", "short-iso", "cat", "json"])
+def test_a_journal_export_joins_a_line_journald_cut_at_line_max(tmp_path, form):
+    """``journalctl -u sglang > server.log`` of a server whose ``server_args=`` line is past
+    journald's LineMax: the journal holds it as 48 KiB records, each printed as a record of its
+    own. The first record alone was read: every argument after the cut was lost, and the one
+    it cut through read short (a cut number kept its first digits)."""
+    lines = _long_launch()
+    plain = tmp_path / "plain.log"
+    plain.write_text("".join(lines))
+    heads = {"short": "Mar 02 07:59:50 gpu-node-1 python3[4242]: ",
+             "short-iso": "2026-03-02T07:59:50+0000 gpu-node-1 python3[4242]: ", "cat": ""}
+    out = []
+    for line in lines:
+        text = line.removesuffix("\n")
+        pieces = [text[k:k + LINE_MAX] for k in range(0, len(text), LINE_MAX)] or [""]
+        for n, piece in enumerate(pieces):
+            if form == "json":
+                rec = {"__CURSOR": f"s=1;i={len(out)}", "_HOSTNAME": "gpu-node-1", "SYSLOG_IDENTIFIER": "python3",
+                       "_PID": "4242", "MESSAGE": piece}
+                out.append(json.dumps(rec | ({"_LINE_BREAK": "line-max"} if n < len(pieces) - 1 else {})))
+            else:
+                out.append(heads[form] + piece)
+        if form == "short":   # another process's record between the pieces' lines is no piece of them
+            out.append("Mar 02 07:59:50 gpu-node-1 systemd[1]: Started sglang.service.")
+    journal = tmp_path / "journal.log"
+    journal.write_text("\n".join(out) + "\n")
+    want, got = parse_server_log(plain), parse_server_log(journal)
+    assert got.attrs["server_info"] == want.attrs["server_info"]
+    assert want.attrs["server_info"]["tp_size"] == 1 and "page_size" in want.attrs["server_info"]
+    assert len(got) == len(want) and (got["kind"] == want["kind"]).all()
+    assert is_server_log(journal)
+
+
+def test_a_server_args_line_cut_short_reads_no_cut_value():
+    """A ``server_args=`` text cut inside its last value (a log cut at a size limit) read that
+    value short: ``'chunked_prefill_size': 81`` of 8192."""
+    from specsched.analysis.server_launch import server_args_text
+
+    assert server_args_text("{'tp_size': 2, 'chunked_prefill_size': 81") == {"tp_size": 2}
+    assert server_args_text("ServerArgs(tp_size=2, page_size=1") == {"tp_size": 2}
+    assert server_args_text("{'tp_size': 2, 'chunked_prefill_size': 8192}") == {"tp_size": 2, "chunked_prefill_size": 8192}
