@@ -1407,6 +1407,39 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
     _say_shared_prefix_contexts(log, path)   # once the log is taken: a refusal stays one line
 
 
+def say_log_parallelism(log: Any, path: str, profile: Any, profile_name: str) -> None:
+    """One ``warning:`` line when the server log's launch ran another tensor-parallel size than
+    ``profile`` prices (its ``server_args=`` line's ``tp_size``; the profile's
+    ``hardware.tp_size``), or a pipeline (``pp_size`` above 1, which no profile prices: the model
+    has no pipeline stages), naming both values. The log's decode steps are priced at the
+    profile's setup: a TP8 server's steps fitted to a TP1 profile move the decode factor by
+    the TP split, silently (runs without a server_info of their own got the log's and said it,
+    :func:`with_log_server`; runs with one, or a ``--scenario-template``, compared only the
+    runs' own). With DP attention ``tp_size`` counts every rank of the group and is not
+    compared (docs/dp-attention.md). A pipeline whose stages the log's prefixes name (``PP1``)
+    is said already by :func:`analysis.server_log.first_pipeline_stage`."""
+    info = log.attrs.get("server_info") or {}
+    hw = getattr(profile, "hardware", None)
+
+    def count(key: str) -> int | None:
+        v = info.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    tp, pp = count("tp_size"), count("pp_size")
+    dp_attention = bool(info.get("enable_dp_attention")) or (count("attn_dp_size") or 1) > 1
+    staged = "rank" in log and log["rank"].astype(str).str.contains(r"\bPP\d+\b").any()
+    other = []
+    if tp is not None and hw is not None and not dp_attention and tp != hw.tp_size:
+        other.append(f"tp_size {tp} (the profile's hardware.tp_size {hw.tp_size})")
+    if pp is not None and pp > 1 and not staged:
+        other.append(f"pp_size {pp} (the profile's 1: pipeline stages are not modelled)")
+    if other:
+        print(f"warning: {path}: the log's server ran {' and '.join(other)}, by its server_args= line; the profile "
+              f"{profile_name} prices another setup, and the log's decode steps are priced at the profile's: give a "
+              f"profile of the log's server (specsched profile --analytic --tp {tp or getattr(hw, 'tp_size', 1)} ...) or the log of "
+              "a server like the profile's", file=sys.stderr)
+
+
 SHARED_PREFIX_WARN_SHARE = 0.05
 """Cached share of the log's prefill prompt tokens from which :func:`_say_shared_prefix_contexts`
 speaks. With a share c of cached prompt tokens, however shared, the contexts read short by about
@@ -1774,10 +1807,14 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
 
         for c in cases:   # what `run` refuses (a request past the context, DP ranks the TP group cannot split)
             check_built_fits(c.scenario, args.profile, c.run.source)   # each scenario built from its line
+        said_tp = False
         for c in cases:   # the line's server is not the profile's (another TP size, model): as validate warns
             for note in c.scenario.assumptions:
                 if note.startswith(SETUP_MISMATCH):
                     print(f"warning: {c.run.source}: {note.removeprefix(SETUP_MISMATCH)}", file=sys.stderr)
+                    said_tp = said_tp or " prices tp_size " in note
+        if log is not None and not said_tp:
+            say_log_parallelism(log, args.server_log, profile, args.profile)
         if samples is not None:
             if len(samples):
                 check_log_matches(log, args.server_log, cases[0].scenario.server)

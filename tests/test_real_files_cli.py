@@ -925,6 +925,38 @@ def test_a_server_logs_launch_settings_stand_in_for_the_server_info_a_line_lacks
     assert "server log's launch settings stand in" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(("sizes", "said"), [
+    ({"tp_size": 4}, ["tp_size 4 (the profile's hardware.tp_size 1)"]),
+    ({"tp_size": 4, "pp_size": 2}, ["tp_size 4 (the profile's hardware.tp_size 1)", "pp_size 2 (the profile's 1"]),
+    ({"pp_size": 2}, ["pp_size 2 (the profile's 1"]),
+    ({}, []),
+])
+def test_a_server_log_of_another_tp_or_pp_size_than_the_profile_is_said_in_one_line(tmp_path, capsys, monkeypatch,
+                                                                                    sizes, said):
+    """``calibrate --from RUN --server-log LOG`` with a scenario template (or runs with their own
+    server_info): the log's decode steps are priced at the profile's setup, and a log whose
+    ``server_args=`` line ran another tp_size (or a pipeline, pp_size 2) than the profile prices
+    (``hardware.tp_size`` 1) was fitted without a word; only a run's own server_info was compared. One
+    warning line names both values."""
+    monkeypatch.chdir(tmp_path)
+    text = (DATA / "logs" / "sglang-0.5.23-launch.log").read_text()
+    for k, v in sizes.items():
+        assert f"'{k}': 1," in text
+        text = text.replace(f"'{k}': 1,", f"'{k}': {v},", 1)
+    (tmp_path / "server.log").write_text(text)
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN) + "\n")
+    profile = "h200-llama8b-roofline"   # an analytic profile of one H200: hardware.tp_size 1
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump({"name": "t", "profile": profile, "workload": {
+        "kind": "burst", "num_requests": 2, "input_len": {"kind": "fixed", "value": 64},
+        "output_len": {"kind": "fixed", "value": 8}}}))
+    assert main(["calibrate", "--from", "run.jsonl", "--server-log", "server.log", "--profile", profile,
+                 "--scenario-template", "t.yaml", "--params", "decode", "--seeds", "1", "--max-evals", "1",
+                 "--out", "fitted.yaml"]) == 0
+    err = [x for x in capsys.readouterr().err.splitlines() if "the log's server ran" in x]
+    assert len(err) == (1 if said else 0), err
+    assert all(x in err[0] for x in said) and (not said or err[0].startswith("warning: server.log: "))
+
+
 def test_token_total_differences_are_said_to_be_by_design_or_the_predictions(tmp_path, capsys, monkeypatch):
     """validate-bench showed total_output_tokens -10.42 % in the error column like a latency
     miss, though the model times the requests it is given and their lengths are a draw from
