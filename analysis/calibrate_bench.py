@@ -613,6 +613,21 @@ class FitResult:
             return {}
         return {k: 100.0 * math.sqrt(max(float(self.cov[i, i]), 0.0)) for i, k in enumerate(self.factors)}   # inf: unmoved
 
+    def factors_text(self) -> str:
+        """The fitted factors as the report and the written profile's provenance give them:
+        ``prefill x1.0370 (+-12.4 %), ...``. A factor no fitted figure moves has no finite
+        standard error: ``(+-n/a: no fitted figure moves it)`` (it read "+-inf %")."""
+        se = self.factor_se_pct()
+
+        def one(k: str, v: float) -> str:
+            if k not in se:
+                return f"{k} x{v:.4f}"
+            if not math.isfinite(se[k]):
+                return f"{k} x{v:.4f} (+-n/a: no fitted figure moves it)"
+            return f"{k} x{v:.4f} (+-{se[k]:.1f} %)"
+
+        return ", ".join(one(k, v) for k, v in self.factors.items())
+
     def correlation(self) -> np.ndarray | None:
         """Correlation of the log factors' estimates (:attr:`cov` scaled to unit diagonal); a
         parameter the runs do not move has none (nan). None without :attr:`cov`."""
@@ -1235,18 +1250,34 @@ def unexplained_runs(labels: Sequence[str], resid: np.ndarray, term_metrics: Seq
     return out
 
 
+NO_ERROR_WHY = {
+    "measured_zero": "measured 0 (an error relative to 0 has no value; bench_serving writes 0 for a figure with no "
+                     "sample, e.g. every ITL statistic of a run whose outputs were one token): not fitted",
+    "not_predicted": "the prediction has no finite value (the simulated runs gave no sample of it): fitted as far off",
+}
+"""Why a row of :func:`fit_table` has no error, by the key it gives in ``no_error``."""
+
+
 def fit_table(cases: list[FitCase], result: FitResult, metrics: Sequence[str] = FIT_METRICS) -> list[dict[str, Any]]:
-    """Rows ``run, metric, measured, before, error_before_pct, after, error_after_pct``."""
+    """Rows ``run, metric, measured, before, error_before_pct, after, error_after_pct, no_error``:
+    the errors in %, (predicted - measured) / measured x 100, NaN where there is none, and then
+    ``no_error`` a key of :data:`NO_ERROR_WHY` saying why (a measured 0, a prediction that is
+    missing or not finite: a relative error of either read "+inf%" or "n/a" without a word)."""
     rows = []
     for c, b, a in zip(cases, result.before, result.after, strict=True):
         for m in metrics:
             q = c.run.summary.get(m)
             if q is None:
                 continue
-            row = {"run": c.label, "metric": m, "measured": q, "before": b.get(m), "after": a.get(m)}
+            row = {"run": c.label, "metric": m, "measured": q, "before": b.get(m), "after": a.get(m), "no_error": None}
             for k in ("before", "after"):
                 v = row[k]
-                row[f"error_{k}_pct"] = (v - q) / q * 100 if v is not None and q else float("nan")
+                finite = isinstance(v, (int, float)) and math.isfinite(v)
+                row[f"error_{k}_pct"] = (v - q) / q * 100 if finite and q else float("nan")
+                if not q:
+                    row["no_error"] = "measured_zero"
+                elif not finite:
+                    row["no_error"] = row["no_error"] or "not_predicted"
             rows.append(row)
     return rows
 
@@ -1256,7 +1287,9 @@ def format_fit_table(rows: list[dict[str, Any]], width: int | None = None) -> st
     are wider than ``width`` characters (a terminal's: long result file names, such as vLLM's
     ``openai-8.0qps-concurrency32-Llama-3.1-8B-20250101-120000.json:1``, made lines of 140
     that wrapped into each other at 80), each run's name on its own line with its metrics
-    indented below it (76 characters). ``width`` None: one line each, however long."""
+    indented below it (76 characters). ``width`` None: one line each, however long. An error
+    the table cannot give (``no_error``) reads ``n/a``, and one line under the table per reason
+    names its figures and says why (:data:`NO_ERROR_WHY`)."""
     w = max([len("run"), *(len(r["run"]) for r in rows)]) + 2   # whole file:line names, one column apart
 
     def num(v: Any) -> str:
@@ -1270,14 +1303,20 @@ def format_fit_table(rows: list[dict[str, Any]], width: int | None = None) -> st
                 f"{num(r['after'])}{err(r['error_after_pct'])}")
 
     head = f"{'metric':<20}{'measured':>12}{'before':>12}{'error':>9}{'after':>12}{'error':>9}"
+    # each n/a error said once under the table, with the figures it stands for
+    why: dict[str, list[str]] = {}
+    for r in rows:
+        if r.get("no_error") in NO_ERROR_WHY:
+            why.setdefault(r["no_error"], []).append(f"{r['run']} {r['metric']}")
+    notes = [f"n/a: {', '.join(figs)}: {NO_ERROR_WHY[k]}" for k, figs in why.items()]
     if width is None or w + len(head) <= width:
-        return "\n".join([f"{'run':<{w}}{head}", *(f"{r['run']:<{w}}{figures(r)}" for r in rows)])
+        return "\n".join([f"{'run':<{w}}{head}", *(f"{r['run']:<{w}}{figures(r)}" for r in rows), *notes])
     out = ["run", f"  {head}"]
     for i, r in enumerate(rows):
         if i == 0 or r["run"] != rows[i - 1]["run"]:
             out.append(r["run"])
         out.append(f"  {figures(r)}")
-    return "\n".join(out)
+    return "\n".join([*out, *notes])
 
 
 def terminal_width() -> int | None:
@@ -1297,8 +1336,7 @@ def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence
     data = result.profile.model_dump(mode="json", exclude={"path"})
     data["name"] = name
     prov = dict(data.get("provenance") or {})
-    se = result.factor_se_pct()
-    fac = ", ".join(f"{k} x{v:.4f}" + (f" (+-{se[k]:.1f} %)" if k in se else "") for k, v in result.factors.items())
+    fac = result.factors_text()
     from specsched.sim.bench_serving import split_spec
     from specsched.sim.config import dotted_value
 
@@ -1874,11 +1912,9 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
     from specsched.sim.grid_range import write_warnings
 
     write_warnings(take_range_notes())   # once for the command, at the largest value any simulation reached
-    se = result.factor_se_pct()
     if result.prior_sd:
         print(result.weighting())
-    print("factors: " + ", ".join(f"{k} x{v:.4f}" + (f" (+-{se[k]:.1f} %)" if k in se else "") for k, v in result.factors.items())
-          + f"; {result.loss_text()} ({result.evals} evaluations)")
+    print(f"factors: {result.factors_text()}; {result.loss_text()} ({result.evals} evaluations)")
     for line in result.stopped() + result.identifiability() + result.unexplained:
         print(line)
     if result.log_before is not None:

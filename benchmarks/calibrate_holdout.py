@@ -325,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {r['set']} | {r['rate']} | {r['conc']} | {r['run']} | {r['metric']} | {r['measured']:.3f} | "
                      f"{r['before']:.3f} | {_pct(r['before'], r['measured']):+.1f} % | {r['after']:.3f} | "
                      f"{_pct(r['after'], r['measured']):+.1f} % | "
-                     + (f"+-{r['fit_se']:.1f} % |" if r.get("fit_se") is not None else "|")
+                     + ("|" if r.get("fit_se") is None else f"+-{r['fit_se']:.1f} % |" if math.isfinite(r["fit_se"])
+                         else "n/a (moved by a factor no fitted figure moves) |")
                      + ((f" {repeat_cv[(r['load'], r['metric'])]:.1f} % |" if (r["load"], r["metric"]) in repeat_cv
                          else " |") if repeat_cv else "")
                      + ((f" {sp[0]:.1f} %; {sp[1]:+.0f} / {sp[2]:+.0f} % |" if sp else " |") if spreads else ""))
@@ -358,7 +359,9 @@ def main(argv: list[str] | None = None) -> int:
     if res.cov is not None:
         se = res.factor_se_pct()
         lines += ["", "Fit uncertainty: the factors' standard errors from the residual scatter the fit set leaves "
-                  "(each metric's own scatter through the fit's Jacobian: analysis.calibrate_bench.covariance): " + ", ".join(f"{k} +-{v:.1f} %" for k, v in se.items())
+                  "(each metric's own scatter through the fit's Jacobian: analysis.calibrate_bench.covariance): "
+                  + ", ".join(f"{k} +-{v:.1f} %" if math.isfinite(v) else f"{k} +-n/a (no fitted figure moves it)"
+                              for k, v in se.items())
                   + "; carried to each held-out figure through its elasticities (sqrt(g^T cov g)). A held-out error "
                   "within about twice its fit uncertainty is as close as the fit set can pin that figure down."]
     unidentified = res.identifiability() + res.unexplained

@@ -444,6 +444,48 @@ def test_the_fit_table_keeps_long_file_names_whole():
     assert head.index("metric") == line.index("median_ttft_ms")
 
 
+def test_a_fit_table_error_it_cannot_give_reads_n_a_with_the_reason():
+    """A measured 0 (SGLang writes every ITL statistic of a run of one-token outputs as 0) and a
+    prediction that is missing or infinite have no relative error: the table printed "n/a"
+    without a word, or "+inf%" for an infinite prediction. Each such error reads n/a and one
+    line under the table per reason names the figures and says why."""
+    from types import SimpleNamespace
+
+    from specsched.analysis.calibrate_bench import fit_table, format_fit_table
+
+    case = SimpleNamespace(label="r.jsonl:1", run=SimpleNamespace(summary={
+        "median_ttft_ms": 20.0, "median_itl_ms": 0.0, "output_throughput": 80.0}))
+    result = SimpleNamespace(before=[{"median_ttft_ms": 21.0, "median_itl_ms": 0.0, "output_throughput": math.inf}],
+                             after=[{"median_ttft_ms": 20.5, "median_itl_ms": 1.5}])
+    text = format_fit_table(fit_table([case], result))
+    assert "inf%" not in text and "nan" not in text.lower()
+    rows = {line.split()[1]: line.split() for line in text.splitlines()[1:4]}
+    assert rows["median_ttft_ms"][-1] == "+2.5%" and rows["median_itl_ms"][-1] == rows["median_itl_ms"][4] == "n/a"
+    assert rows["output_throughput"][4] == rows["output_throughput"][-1] == "n/a"
+    notes = text.splitlines()[4:]
+    assert notes == ["n/a: r.jsonl:1 median_itl_ms: measured 0 (an error relative to 0 has no value; bench_serving "
+                     "writes 0 for a figure with no sample, e.g. every ITL statistic of a run whose outputs were one "
+                     "token): not fitted",
+                     "n/a: r.jsonl:1 output_throughput: the prediction has no finite value (the simulated runs gave no "
+                     "sample of it): fitted as far off"]
+
+
+def test_a_factor_no_fitted_figure_moves_reads_n_a_with_the_reason():
+    """A factor the runs do not move has an infinite standard error: the report's ``factors:``
+    line and the fitted profile's provenance read ``decode x1.0000 (+-inf %)``. It reads n/a
+    with the reason; a finite one as before."""
+    from types import SimpleNamespace
+
+    from specsched.analysis.calibrate_bench import FitResult
+
+    res = SimpleNamespace(factors={"prefill": 1.037, "decode": 1.0, "host": 1.2},
+                          factor_se_pct=lambda: {"prefill": 12.4, "decode": math.inf, "host": 3.0})
+    assert FitResult.factors_text(res) == ("prefill x1.0370 (+-12.4 %), decode x1.0000 (+-n/a: no fitted figure "
+                                           "moves it), host x1.2000 (+-3.0 %)")
+    res.factor_se_pct = dict   # no covariance: no standard errors
+    assert FitResult.factors_text(res) == "prefill x1.0370, decode x1.0000, host x1.2000"
+
+
 def test_the_fit_table_puts_long_run_names_on_their_own_line_in_a_narrow_terminal(tmp_path, capsys, monkeypatch):
     """``calibrate --from openai-8.0qps-...json`` printed lines of 140 characters, which an 80
     or 100 column terminal wrapped into each other. Where the lines do not fit (COLUMNS, or
