@@ -1931,7 +1931,7 @@ def test_a_server_log_is_told_from_every_benchmark_client_file():
     logs = sorted((DATA / "logs").glob("sglang-*.log"))
     others = [*BENCH, *sorted((DATA / "stdout").iterdir()), *sorted((DATA / "report").iterdir()),
               *sorted((DATA / "traces").iterdir()), DATA / "logs" / "no-batch-lines.log",
-              DATA / "logs" / "vllm-0.10.1.1-server.log"]
+              DATA / "logs" / "vllm-0.10.1.1-server.log", DATA / "logs" / "vllm-0.5.3-server.log"]
     assert logs and all(is_server_log(p) for p in logs)
     assert not [p.name for p in others if is_server_log(p)]
     assert not is_server_log(DATA / "logs") and not is_server_log(DATA / "no-such.log")

@@ -18,15 +18,26 @@ from specsched.cli import main
 DATA = Path(__file__).parent / "data"
 LOGS = DATA / "logs"
 VLLM = LOGS / "vllm-0.10.1.1-server.log"
+VLLM_V0 = LOGS / "vllm-0.5.3-server.log"
+"""vLLM 0.4-0.6's V0 engine: its logger's ``INFO MM-DD HH:MM:SS file.py:N]`` prefix without the
+opening bracket and without a process prefix, the V0 metrics line (``Running: N reqs, Swapped:
+N reqs, Pending: N reqs``)."""
 RUN = {"backend": "sglang", "dataset_name": "random", "request_rate": 8, "random_input_len": 64,
        "random_output_len": 8, "random_range_ratio": 1.0, "duration": 2.0, "completed": 16, "total_input_tokens": 1024,
        "total_output_tokens": 128, "median_ttft_ms": 20.0, "median_itl_ms": 5.0, "output_throughput": 64.0}
 
 
-def _no_stats(tmp_path: Path) -> Path:
+def _no_stats(tmp_path: Path, log: Path = VLLM) -> Path:
     """The vLLM log with ``--disable-log-stats`` (no periodic metrics line)."""
     f = tmp_path / "vllm.log"
-    f.write_text("".join(x for x in VLLM.read_text().splitlines(keepends=True) if "Avg prompt throughput" not in x))
+    f.write_text("".join(x for x in log.read_text().splitlines(keepends=True) if "Avg prompt throughput" not in x))
+    return f
+
+
+def _metrics_only(tmp_path: Path) -> Path:
+    """The V0 log's metrics lines alone (``grep metrics.py server.log``)."""
+    f = tmp_path / "metrics.log"
+    f.write_text("".join(x for x in VLLM_V0.read_text().splitlines(keepends=True) if "Avg prompt throughput" in x))
     return f
 
 
@@ -36,9 +47,11 @@ def _startup(tmp_path: Path) -> Path:
     return f
 
 
-@pytest.mark.parametrize("make", [lambda t: VLLM, _no_stats])
+@pytest.mark.parametrize("make", [lambda t: VLLM, _no_stats, lambda t: VLLM_V0, lambda t: _no_stats(t, VLLM_V0),
+                                  _metrics_only], ids=["v1", "v1-no-stats", "v0", "v0-no-stats", "v0-metrics-only"])
 def test_a_vllm_log_is_named_as_one_wherever_it_is_given(tmp_path, capsys, monkeypatch, make):
-    """A vLLM server's log, with or without its metrics line, as ``--server-log`` (it was "not an
+    """A vLLM server's log (V1 0.10's and V0 0.4-0.6's prefix and metrics line), with or without its
+    metrics line, as ``--server-log`` (it was "not an
     SGLang server log" without the metrics line), among ``calibrate --from``'s files and as
     ``validate --measured`` / ``scenario from-bench`` (it was "not a complete JSON object
     (truncated?)"): one line naming a vLLM server's log, exit 2, nothing written."""
