@@ -180,7 +180,9 @@ def _describe(docs: Path, csv: Path) -> Call | None:
         profile, fresh = made.group(1), "yes"
     elif used:
         profile = used
-        if used in _profiles_made(md):
+        made_here = _profiles_made(md)
+        # a profile a call wrote under OUT/ comes back and is carried to the next call as its path below OUT/
+        if used in made_here or f"OUT/{used}" in made_here:
             fresh = "yes"
         elif used.startswith(f"docs/measurements/{rel.parts[0]}/") or used.startswith("OUT/"):
             fresh = "same round"

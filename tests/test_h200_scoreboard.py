@@ -81,6 +81,21 @@ def test_counts_tags_dedup_and_shares(tmp_path):
         assert (docs / "scoreboard" / png).stat().st_size < 150_000
 
 
+def test_profile_carried_back_from_out_is_made_on_the_machine(tmp_path):
+    """A profile call 1 wrote as OUT/p1/X comes back and is carried to call 2 as p1/X: the same
+    profile, made on that machine minutes before; a profile named nowhere as made is not."""
+    docs = tmp_path / "measurements"
+    for rnd, used in ((6, "p1/gpu-8b.yaml"), (7, "p2/gpu-8b.yaml")):
+        _csv(docs / f"h100-v{rnd}" / "b" / "validate.csv", {"median_ttft_ms": float(rnd)})  # rows unlike: no dedup
+        (docs / f"h100-v{rnd}.md").write_text(
+            "```bash\nspecsched profile --device cuda --preset 8b --max-bs 64 \\\n    --out OUT/p1/gpu-8b.yaml\n"
+            f"python benchmarks/gpu_validate.py --out OUT/b --preset 8b --profile {used} --smi\n```\n")
+    df, _ = load(docs)
+    fresh = df.groupby("round").fresh.first()
+    assert fresh[6] == "yes"
+    assert fresh[7] == "not recorded"
+
+
 def test_value_not_a_number_is_one_line_exit_2(tmp_path, capsys):
     docs = tmp_path / "measurements"
     _tree(docs)
