@@ -131,3 +131,11 @@ def test_the_new_cells_differ_from_every_measured_one_where_they_say() -> None:
     assert not pp["base"].server.disable_priority_preemption and pp["no_preempt"].server.disable_priority_preemption
     prios = pp["base"].workload.priorities
     assert max(prios) - min(prios) > pp["base"].server.priority_scheduling_preemption_threshold
+    # round 48's: conversations that resend their history, against every cell measured before it
+    before = {**old, **{c: sc for c, sc in new.items() if gv.FIRST_ROUND[c] < 48}}
+    assert not [c for c, sc in before.items() if sc.workload.kind == "multi_turn"]
+    mt = {a: load_scenario(CELLS / "multi-turn.yaml", a) for a in arm_names(CELLS / "multi-turn.yaml")}
+    assert mt["base"].workload.kind == "multi_turn" and not mt["base"].server.disable_radix_cache
+    assert mt["no_cache"].server.disable_radix_cache and mt["plain"].server.spec_window == 1
+    turns = mt["base"].workload.multi_turn
+    assert turns.fixed_turns >= 2 and turns.think_time_dist == "exponential"  # pauses at every phase of a step

@@ -96,6 +96,12 @@ TINY = {
     "shared-prefix": {"workload.concurrency": 3, "workload.output_len.value": 8,
                       "workload.shared_prefix.num_groups": 2, "workload.shared_prefix.prompts_per_group": 3,
                       "workload.shared_prefix.system_prompt_len": 48, "workload.shared_prefix.question_len": 16},
+    # round 48's: conversations that resend their history (a later turn extends its own
+    # earlier turn's KV in the tree), exponential pauses; the last arm turns the cache off
+    "multi-turn": {"workload.concurrency": 2, "workload.output_len.value": 8,
+                   "workload.multi_turn.num_conversations": 3, "workload.multi_turn.num_turns": 3,
+                   "workload.multi_turn.system_prompt_len": 32, "workload.multi_turn.first_prompt_len.value": 24,
+                   "workload.multi_turn.user_len.value": 16},
 }
 PLAN_COLS = ["mode", "part", "batch_size", "num_extend_tokens", "accepted_tokens", "decoding_reqs"]
 
@@ -154,7 +160,7 @@ def test_cell_runs_in_both_engines(cell: str) -> None:
         if cell == "priority-preempt":  # a waiting priority-20 request preempts a running 0 in base only
             for res in (measured, simulated):
                 assert (res.summary.get("num_preemptions", 0) >= 1) == (a == "base")
-        if cell == "shared-prefix":  # cache hits in base only, the same rate in both engines
+        if cell in ("shared-prefix", "multi-turn"):  # cache hits in base only, the same rate in both engines
             hit = measured.summary.get("cache_hit_rate", 0.0)
             assert (hit > 0) == (a == "base")
             assert hit == pytest.approx(simulated.summary.get("cache_hit_rate", 0.0))
