@@ -7,7 +7,8 @@ tokens / duration, duration = first start to last finish. Stats in ms: mean, med
 p90, p95, p99, max. Added: verify cycles/s (counted only while the batch is
 steady: consecutive verify steps of equal batch size), accept length, decode throughput in
 those windows, decode steps/s of a run without speculative decoding (the same window over
-its plain decode steps), GPU busy fraction, host blocked time.
+its plain decode steps), GPU busy fraction, host blocked time; bench_one_batch_server's
+prefill-window input and decode-window output throughputs (:func:`_window_throughputs`).
 """
 
 from __future__ import annotations
@@ -432,6 +433,7 @@ def summarize(
     ttft, e2e, tpot = request_latencies(column(requests, "start_s", float)[done],
                                         column(requests, "first_token_s", float)[done], finish, out_len)
     tpot = tpot[out_len > 1]
+    _window_throughputs(column(requests, "first_token_s", float)[done], first_start, end, tin, tout, out)
     _stats("ttft", ttft, out)
     _stats("tpot", tpot, out)
     if itl is not None:
@@ -453,6 +455,28 @@ def summarize(
         step_totals.add_table(steps)
     _step_summary_from_totals(step_totals, out)
     return out
+
+
+def _window_throughputs(first_token_s: np.ndarray, first_start: float, end: float, tin: int, tout: int,
+                        out: dict[str, float]) -> None:
+    """SGLang ``bench_one_batch_server``'s two throughputs (0.5.23 benchmark/one_batch_server.py
+    ``run_one_case``), over the completed requests, into ``out`` (tokens/s):
+
+    - ``prefill_window_input_throughput`` = input tokens / the time from the first send until
+      every request got its first token (its ``input_throughput`` = batch_size x input_len /
+      ``last_ttft``);
+    - ``decode_window_output_throughput`` = output tokens (all of them, those before that
+      time too) / the time from then until the last finish (its ``output_throughput`` =
+      total output tokens / (``latency`` - ``last_ttft``) with ``ignore_eos``).
+
+    NaN where a window is empty (no first token recorded; every request finished at its first
+    token). For a burst the first window is ``max_ttft_ms``; for any run they are defined
+    the same way."""
+    ft = first_token_s[np.isfinite(first_token_s)]
+    last_first = float(ft.max()) - first_start if ft.size else math.nan
+    decode_s = end - first_start - last_first
+    out["prefill_window_input_throughput"] = tin / last_first if last_first > 0 else math.nan
+    out["decode_window_output_throughput"] = tout / decode_s if decode_s > 0 else math.nan
 
 
 def _skipna_sum(x: np.ndarray) -> Any:
