@@ -83,6 +83,9 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "idle_lead": ("host.extend_idle_lead_s", *(f"host.{t}" for t in HOST_TABLES)),
 }
 FIT_METRICS = ("median_ttft_ms", "median_itl_ms", "output_throughput")
+ONE_BATCH_FIT_METRICS = ("max_ttft_ms", "decode_window_output_throughput")
+"""Added to :data:`FIT_METRICS` by :func:`default_fit_metrics` where a run has them (a
+``bench_one_batch_server`` line: sim/bench_serving.py ``one_batch_line``)."""
 PRIOR_SD: dict[str, float] = {"prefill": 0.07, "decode": 0.07, "host": 0.3}
 """Default prior standard deviation of each group's log factor (``--prior``): how far the
 group's true value on the user's machine may be from the profile's, before any run is seen:
@@ -1531,7 +1534,8 @@ def _check_accept_len(decode: Any, path: str, server: Any) -> None:
 def default_fit_metrics(runs: Sequence[Any]) -> list[str]:
     """The metrics ``calibrate --from`` fits without ``--metrics``: :data:`FIT_METRICS`, with
     ``mean_itl_ms`` in place of ``median_itl_ms`` when a run decoded speculatively (its
-    ``accept_length`` above 1) and every run states a mean ITL.
+    ``accept_length`` above 1) and every run states a mean ITL, and each of
+    :data:`ONE_BATCH_FIT_METRICS` some run has (a ``bench_one_batch_server`` line).
 
     Why: a speculative verify delivers 1..window tokens at once and bench_serving splits a
     chunk of n tokens into n gaps of interval / n, so ITL values cluster on rungs and the
@@ -1544,9 +1548,14 @@ def default_fit_metrics(runs: Sequence[Any]) -> list[str]:
     spec = any(isinstance(r.summary.get("accept_length"), (int, float)) and r.summary["accept_length"] > 1.0
                for r in runs)
     has_mean = all(isinstance(r.summary.get("mean_itl_ms"), (int, float)) for r in runs)
+    out = list(FIT_METRICS)
     if spec and has_mean:
-        return [("mean_itl_ms" if m == "median_itl_ms" else m) for m in FIT_METRICS]
-    return list(FIT_METRICS)
+        out = [("mean_itl_ms" if m == "median_itl_ms" else m) for m in FIT_METRICS]
+    # a bench_one_batch_server line has no TTFT or ITL statistic: its batch's last first token
+    # (prefill) and its decode window's throughput (decode) stand in; each run's residuals are
+    # taken over the metrics it has (_terms), so bench_serving runs beside it fit as before
+    out += [m for m in ONE_BATCH_FIT_METRICS if any(m in r.summary for r in runs)]
+    return out
 
 
 def fit_runs(specs: list[str], arrivals: str = "auto", trace: dict[str, Any] | None = None,

@@ -89,7 +89,7 @@ import pandas as pd
 import yaml
 from pydantic import ValidationError
 from specsched.sim.atomic import is_path_component
-from specsched.sim.bench_serving import GSP_DATASET, BenchRun, multi_turn_replay
+from specsched.sim.bench_serving import GSP_DATASET, ONE_BATCH, BenchRun, multi_turn_replay
 from specsched.sim.config import (
     Scenario,
     ServerArgs,
@@ -112,6 +112,7 @@ from specsched.sim.workload import histogram
 REFERENCE_KEYS = (
     "output_throughput", "request_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
     "median_tpot_ms", "median_itl_ms", "median_e2e_latency_ms", "accept_length",
+    "duration", "max_ttft_ms", "prefill_window_input_throughput", "decode_window_output_throughput",
 )
 SHAREGPT_INPUT = "sharegpt-like-lengths-input.csv"
 SHAREGPT_OUTPUT = "sharegpt-like-lengths-output.csv"
@@ -1631,6 +1632,8 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         notes.append(f"steady state: the line's steady_state_serving window (--steady-state-concurrency-ratio {ratio:g}) "
                      "is predicted too, as workload.steady_state_concurrency_ratio")
     sc["workload"] = workload
+    if ONE_BATCH in run.extra:
+        _one_batch_notes(run, sc, notes)
     sc["reference"] = {"base": {k: float(run.summary[k]) for k in REFERENCE_KEYS
                                 if k in run.summary and math.isfinite(run.summary[k])}}
     sc["assumptions"] = notes
@@ -1639,6 +1642,35 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     except ValidationError as e:
         raise validation_error(run.source, e, sc) from None
     return sc, tables
+
+
+def _one_batch_notes(run: BenchRun, sc: dict[str, Any], notes: list[str]) -> None:
+    """The assumptions of a scenario built from a ``bench_one_batch_server`` line
+    (:func:`sim.bench_serving.one_batch_line`), and ``max_running_requests`` raised to the
+    batch where the server's resolved default would queue part of it (SGLang's
+    ``run_benchmark_internal`` skips a batch size above the server's running limit unless
+    ``--enable-multi-batch``, so a written line ran its whole batch at once)."""
+    bs = int(run.summary["completed"])
+    layout = run.extra[ONE_BATCH]
+    notes.append(f"bench_one_batch_server ({layout}): {bs} request(s) in one /generate call, all at once (a burst), "
+                 "each exactly input_len and output_len tokens (ignore_eos), after a warm-up and /flush_cache (no "
+                 "prefix-cache hit); compared: duration = latency, max_ttft_ms = last_ttft x 1000, output_throughput = "
+                 "total output / latency, decode_window_output_throughput = the line's output_throughput, "
+                 "prefill_window_input_throughput = its input_throughput, total_throughput = overall_throughput, "
+                 "accept_length = acc_length where > 0 (whichever the line holds)")
+    if "max_running_requests" in sc["server"]:
+        return
+    try:
+        from specsched.sim.defaults import resolve_loaded
+
+        cap = resolve_loaded(Scenario.model_validate({**sc, "path": ""})).server.max_running_requests
+    except (ConfigError, ValidationError):   # refused below, as the whole scenario, naming the line
+        return
+    if cap < bs:
+        sc["server"]["max_running_requests"] = bs
+        notes.append(f"server: max_running_requests {bs} (the batch): the default here would be {cap}, and "
+                     "bench_one_batch_server skips a batch larger than the server's running limit (unless "
+                     "--enable-multi-batch), so this one ran whole")
 
 
 def null_accept_length(run: BenchRun, state_with: str = "--template") -> ConfigError | None:

@@ -194,10 +194,22 @@ STEADY_COMPARED = (
 """The run summary's steady-state keys (:data:`sim.steady_state.SUMMARY_KEYS`) compared with a
 prediction: not the ratio (an argument), the window's ends (each client's own clock: SGLang's
 are ``time.perf_counter()`` values) or the retokenized figures (specsched generates no text)."""
-EXTRA_SUMMARY_KEYS = ("cache_hit_rate",)
+ONE_BATCH_FIGURES = ("max_ttft_ms", "prefill_window_input_throughput", "decode_window_output_throughput")
+"""The figures of a ``bench_one_batch_server`` line that bench_serving has no key for, under
+the simulator summary's names of the same definitions (:func:`sim.metrics.summarize`):
+``max_ttft_ms`` = ``last_ttft`` x 1000 (the time from sending the batch until every request
+of it got its first token: in a burst, the largest TTFT); ``prefill_window_input_throughput``
+= the line's ``input_throughput`` (total input tokens / that time);
+``decode_window_output_throughput`` = the line's ``output_throughput`` (total output tokens
+/ (``latency`` - that time)) (:func:`one_batch_line`)."""
+EXTRA_SUMMARY_KEYS = ("cache_hit_rate", *ONE_BATCH_FIGURES)
 """Summary keys read from other parts of a line: ``cache_hit_rate`` (0-1) from SGLang
 0.5.23's ``cache_report`` (``--cache-report``: cached prompt tokens / prompt tokens of the
-successful requests), the simulator's prefix-cache hit rate under the same name."""
+successful requests), the simulator's prefix-cache hit rate under the same name; the
+``bench_one_batch_server`` figures (:data:`ONE_BATCH_FIGURES`)."""
+ONE_BATCH = "bench_one_batch_server"
+"""``BenchRun.extra`` key marking a run read from a ``bench_one_batch_server`` line; its value
+is the layout (:func:`one_batch_line`)."""
 MAX_TIME_S = 1e9
 """A per-request time (TTFT, ITL, latency, the spread of the send times) at or past this many
 seconds (31 years) is refused: no run is so long, and the whole-second buckets of the peaks
@@ -652,6 +664,117 @@ def not_streamed(summary: Mapping[str, float], details: BenchDetails | None) -> 
     return True
 
 
+ONE_BATCH_KEYS = frozenset({"run_name", "batch_size", "input_len", "output_len", "latency"})
+"""The keys every ``bench_one_batch_server --result-filename`` line holds (SGLang 0.3.6,
+0.4.6.post5, 0.5.5, 0.5.23 ``run_one_case``), none of which bench_serving writes."""
+
+
+def one_batch(obj: Any) -> bool:
+    """Whether a decoded JSON object is a ``python -m sglang.bench_one_batch_server
+    --result-filename`` line: no bench_serving ``completed``, and ``last_ttft`` or three of
+    :data:`ONE_BATCH_KEYS` (so that a line missing one of them is refused naming it, not
+    read as a bench_serving run with nothing but its ``output_throughput``)."""
+    return (isinstance(obj, dict) and "completed" not in obj
+            and ("last_ttft" in obj or len(ONE_BATCH_KEYS & set(obj)) >= 3))
+
+
+def _one_batch_int(obj: Mapping[str, Any], where: str, key: str) -> int:
+    v = obj.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ConfigError(where, key, "missing" if key not in obj else clipped(v), "a bench_one_batch_server "
+                          f"line's {key} must be a whole number >= 1 (run_one_case writes the int it ran)")
+    return v
+
+
+def one_batch_line(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A ``bench_one_batch_server --result-filename`` line as the bench_serving keys of the
+    run it measured, for :func:`parse_run`.
+
+    What the line measured (SGLang 0.5.23 ``benchmark/one_batch_server.py``
+    ``run_one_case``): after a warm-up (``run_benchmark_internal``: each batch size once at
+    1024 input and 16 output tokens, unless ``--skip-warmup``) and ``/flush_cache``, one
+    streamed ``/generate`` call carrying ``batch_size`` prompts of ``input_len`` tokens with
+    ``max_new_tokens`` ``output_len`` and ``ignore_eos`` (unless ``--disable-ignore-eos``),
+    timed by the client from the send: ``last_ttft`` (s) until every request of the batch
+    got its first token (``BatchStreamRecorder.all_started_time``), ``latency`` (s) until
+    the stream ended; ``input_throughput`` = batch_size x input_len / last_ttft;
+    ``output_throughput`` = total output tokens / (latency - last_ttft) (the output tokens
+    of the whole batch, those before last_ttft too: "historical numerator" under
+    ``ignore_eos``); ``overall_throughput`` = (input + output tokens) / latency; ``acc_length``
+    the server's running accept length (/server_info ``avg_spec_accept_length``), -1 when it
+    has none; ``total_output_tokens`` and ``num_early_stopped`` (requests that stopped at
+    EOS) as the stream counted them (null from the vLLM backend).
+
+    Older releases write fewer keys (checked in the wheels' ``bench_one_batch_server.py``,
+    0.5.14 ``benchmark/one_batch_server.py``): 0.3.6 and 0.4.0 run_name, batch_size,
+    input_len, output_len, latency, output_throughput, overall_throughput, the output
+    throughput over the whole latency (no stream, no ttft; 0.3.6 flushes no cache);
+    0.4.6.post5 and 0.5.5 add last_gen_throughput, and their ``output_throughput`` is
+    batch_size x output_len / (latency - ttft), ttft the last request's first token (not
+    written); 0.5.14 adds input_throughput, last_ttft, acc_length (-1 without a drafter) and
+    cache_hit_rate, a ``--backend vllm`` and ``/flush_cache`` before each case; 0.5.23 adds
+    total_output_tokens, num_early_stopped and the steady-state window's figures. Every
+    release sends ``ignore_eos`` true (0.5.23 unless ``--disable-ignore-eos``).
+
+    Returns:
+        ``obj`` with the bench_serving keys of the same definitions added: ``completed`` =
+        batch_size, ``duration`` = latency, ``total_input_tokens``, ``total_output_tokens``,
+        ``output_throughput`` = total output / latency, ``total_throughput`` =
+        overall_throughput, ``accept_length`` = acc_length where > 0, ``request_rate``
+        Infinity with ``dataset_name`` random and fixed lengths (``random_range_ratio`` 1);
+        the line's own figures under :data:`ONE_BATCH_FIGURES`; its ``input_throughput``
+        and ``output_throughput`` (other definitions than bench_serving's) only there, and
+        :data:`ONE_BATCH` naming the layout.
+
+    Raises:
+        ConfigError: batch_size, input_len or output_len not a whole number >= 1; latency
+            not a number > 0; last_ttft not > 0 or not below latency; requests stopped early
+            (``num_early_stopped`` > 0, or ``total_output_tokens`` other than batch_size x
+            output_len: ``--disable-ignore-eos`` or a clamped ``max_new_tokens``, whose
+            per-request lengths the line does not hold).
+    """
+    bs, il, ol = (_one_batch_int(obj, where, k) for k in ("batch_size", "input_len", "output_len"))
+    lat = _number(where, "latency", obj.get("latency"))
+    if lat is None or not math.isfinite(lat) or lat <= 0:
+        raise ConfigError(where, "latency", clipped(obj["latency"]) if "latency" in obj else "missing", "must be a number > 0 (s from sending the batch "
+                          "to the end of its stream)")
+    ttft = _number(where, "last_ttft", obj.get("last_ttft"))
+    if ttft is not None and not (0 < ttft < lat):
+        raise ConfigError(where, "last_ttft", obj.get("last_ttft"), f"must be > 0 and below latency {lat:g} s (the "
+                          "batch's last first token comes before its stream ends)")
+    tin = bs * il
+    tout = _number(where, "total_output_tokens", obj.get("total_output_tokens"))
+    early = _number(where, "num_early_stopped", obj.get("num_early_stopped"))
+    if early or (tout is not None and tout != bs * ol):
+        key, val = ("num_early_stopped", obj["num_early_stopped"]) if early else ("total_output_tokens", obj["total_output_tokens"])
+        raise ConfigError(where, key, val, f"requests stopped short of output_len {ol} (batch_size {bs} x {ol} = "
+                          f"{bs * ol} tokens asked: --disable-ignore-eos, or a clamped max_new_tokens); the line holds "
+                          "no per-request lengths to replay: rerun without --disable-ignore-eos")
+    tout = float(bs * ol)
+    out = {k: v for k, v in obj.items() if k not in ("input_throughput", "output_throughput")}
+    out.update(completed=bs, duration=lat, total_input_tokens=tin, total_output_tokens=tout,
+               output_throughput=tout / lat, request_rate=math.inf, dataset_name="random",
+               random_input_len=il, random_output_len=ol, random_range_ratio=1.0, num_prompts=bs)
+    overall = _number(where, "overall_throughput", obj.get("overall_throughput"))
+    if overall is not None:
+        out["total_throughput"] = overall
+    acc = _number(where, "acc_length", obj.get("acc_length"))
+    if acc is not None and acc > 0:
+        out["accept_length"] = acc
+    thr_out = _number(where, "output_throughput", obj.get("output_throughput"))
+    if ttft is not None:
+        out["max_ttft_ms"] = ttft * 1000.0
+        out["prefill_window_input_throughput"] = _number(where, "input_throughput", obj.get("input_throughput"))
+        out["decode_window_output_throughput"] = thr_out
+        out[ONE_BATCH] = "0.5.23: last_ttft"
+    elif "last_gen_throughput" in obj:
+        out["decode_window_output_throughput"] = thr_out   # 0.4.x-0.5.x: after the unwritten ttft
+        out[ONE_BATCH] = "0.4-0.5: no last_ttft"
+    else:
+        out[ONE_BATCH] = "0.3: whole-latency output_throughput"   # = total output / latency, as computed
+    return out
+
+
 def parse_run(obj: Any, where: str) -> BenchRun:
     """One decoded JSON object -> :class:`BenchRun`.
 
@@ -676,13 +799,8 @@ def parse_run(obj: Any, where: str) -> BenchRun:
                           "line before it, not a whole bench_serving run: pass the run's --output-file (with the "
                           "same file for both, each window follows its run and is read with it; a run predicted "
                           "with workload.steady_state_concurrency_ratio writes its window as steady_state.jsonl)")
-    if {"run_name", "batch_size", "last_ttft"} <= set(obj) and "completed" not in obj:
-        # sglang.bench_one_batch_server --result-filename (0.5.23 benchmark/one_batch_server.py
-        # BenchmarkResult.dump_to_jsonl): one batch sent at once; its output_throughput made it
-        # pass for a bench_serving line with nothing else to compare
-        raise ConfigError(where, "<keys>", "run_name, batch_size, last_ttft",
-                          "a bench_one_batch_server result (one batch of batch_size requests), not bench_serving "
-                          "output: it has no per-run TTFT or ITL distribution to compare")
+    if one_batch(obj):
+        obj = one_batch_line(obj, where)
     if {"completed_requests", "throughput_qps", "latency_mean"} <= set(obj) and "completed" not in obj:
         # sglang.multimodal_gen.benchmarks.bench_serving --output-file (0.5.23, a diffusion server's
         # image/video generation: calculate_metrics's dict, json.dump'ed): its "duration" made it
@@ -752,6 +870,10 @@ def parse_run(obj: Any, where: str) -> BenchRun:
             unmeasured.append(k)
     _check_summary(summary, obj, where)
     summary.update(_cache_report(obj, where))
+    for k in ONE_BATCH_FIGURES if ONE_BATCH in obj else ():
+        v = _number(where, k, obj.get(k))
+        if v is not None and math.isfinite(v):
+            summary[k] = v
     args = _args(obj, where)
     if "backend" not in args and isinstance(obj.get("endpoint_type"), str):
         args["backend"] = obj["endpoint_type"]   # vllm bench serve 0.10 writes endpoint_type only
@@ -771,7 +893,7 @@ def parse_run(obj: Any, where: str) -> BenchRun:
                      "(strings), kept as written, not read as bench_serving's dataset arguments (vLLM writes none, "
                      "and its random dataset draws lengths by its own range rule)")
     # an unread seed label kept, and --metadata labels under SGLang's dataset argument names
-    used = (set(METRIC_KEYS) | set(ARG_KEYS) | set(DETAIL_KEYS)) - ({"seed"} - set(args)) - labels
+    used = (set(METRIC_KEYS) | set(ARG_KEYS) | set(DETAIL_KEYS) | set(ONE_BATCH_FIGURES)) - ({"seed"} - set(args)) - labels
     extra = {k: v for k, v in obj.items() if k not in used}
     if not_streamed(summary, details):
         # --disable-stream: the "TTFT" is the whole reply, TPOT ~0 and no ITL; compared with a
@@ -2235,12 +2357,16 @@ def client_record(run: Any, per_chunk_itl: bool, per_chunk_tokens: bool | None =
     accepted block, and the token count read such a line's peak several times high. With
     ``counting`` (:func:`client_counting` of the line) the requests the server rejected or
     aborted count as that client counts them (:func:`_as_client_counts`); None: as the run
-    records them."""
+    records them. The summary's :data:`ONE_BATCH_FIGURES` are added (a
+    ``bench_one_batch_server`` line's figures, :func:`sim.metrics.summarize`)."""
     from specsched.sim.metrics import itl_stats
 
     if counting is not None:
         run = _as_client_counts(run, counting)
     rec = bench_record(run, details=False)
+    # the bench_one_batch_server figures bench_serving has no key for, as the summary has them
+    summary = getattr(run, "summary", None) or {}
+    rec |= {k: summary[k] for k in ONE_BATCH_FIGURES if k in summary}
     chunks = _table(run, "chunks")
     if per_chunk_itl:
         rec |= itl_stats(getattr(run, "chunks", None), per_chunk=True)

@@ -906,21 +906,17 @@ def yaml_text(p: Path) -> str:
 
 
 def test_other_benchmark_files_are_named_as_such(tmp_path):
-    """Two other SGLang 0.5.23 benchmarks append JSON lines with bench_serving-like keys:
+    """Another SGLang 0.5.23 benchmark appends JSON lines with bench_serving-like keys:
     ``steady_state_serving --steady-state-output-file`` (the busiest window of a run:
-    ``duration``, ``completed``, ``output_throughput`` of that window only) and
-    ``bench_one_batch_server --result-filename`` (one batch at once, ``output_throughput``);
-    the diffusion server's ``multimodal_gen`` bench_serving writes ``duration``. They were read
-    as bench_serving runs; they are refused, naming what they are."""
+    ``duration``, ``completed``, ``output_throughput`` of that window only); the diffusion
+    server's ``multimodal_gen`` bench_serving writes ``duration``. They were read as
+    bench_serving runs; they are refused, naming what they are (``bench_one_batch_server``
+    lines are read as runs: tests/test_one_batch_server.py)."""
     steady = {"concurrency_ratio": 0.9, "window_start": 3.1, "window_end": 20.4, "duration": 17.3,
               "concurrency_threshold": 58, "completed": 410, "total_input": 420000, "input_throughput": 24277.5,
               "total_output": 104960.0, "total_output_retokenized": 104900.0, "output_throughput": 6067.0,
               "output_throughput_retokenized": 6063.5, "average_concurrency": 62.1, "peak_concurrency": 64,
               "peak_output_throughput": 6400.0}
-    one = {"run_name": "default", "batch_size": 8, "input_len": 1024, "output_len": 16, "latency": 0.41,
-           "input_throughput": 52000.0, "output_throughput": 1500.0, "overall_throughput": 20300.0, "last_ttft": 0.12,
-           "last_gen_throughput": 1490.0, "acc_length": -1.0, "total_output_tokens": 128, "num_early_stopped": 0,
-           "steady_state_output_throughput": None, "steady_state_window_s": None, "cache_hit_rate": None}
     # sglang.multimodal_gen.benchmarks.bench_serving (a diffusion server), json.dump(metrics, indent=2):
     # its "duration" passed it for a bench_serving run, compared by its wall time alone
     diffusion = {"duration": 61.2, "completed_requests": 50, "completed_outputs": 50, "failed_requests": 0,
@@ -935,7 +931,7 @@ def test_other_benchmark_files_are_named_as_such(tmp_path):
              "time_to_first_token": {"unit": "ms", "avg": 45.1, "p50": 44.0, "p99": 80.0},
              "inter_token_latency": {"unit": "ms", "avg": 9.0}, "output_token_throughput": {"unit": "tokens/sec", "avg": 3000.0},
              "request_count": {"unit": "count", "avg": 100}, "input_config": {"model": ["m"]}}
-    for name, obj, what in (("steady.jsonl", steady, "steady-state window"), ("one.jsonl", one, "bench_one_batch_server"),
+    for name, obj, what in (("steady.jsonl", steady, "steady-state window"),
                             ("diffusion.json", diffusion, "sglang.multimodal_gen"), ("genai.json", genai, "genai-perf")):
         p = tmp_path / name
         p.write_text(json.dumps(obj, indent=2 if name.endswith(".json") else None) + "\n")

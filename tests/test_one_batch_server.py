@@ -1,0 +1,122 @@
+"""``python -m sglang.bench_one_batch_server --result-filename F`` lines as measured runs.
+
+Each line is one batch of ``batch_size`` requests sent at once (SGLang 0.5.23
+benchmark/one_batch_server.py ``run_one_case``); it was refused as "not bench_serving output".
+Now ``scenario from-bench`` builds the burst, ``validate-bench`` compares the figures the line
+measured (each with its own definition on both sides) and ``calibrate --from`` fits them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+from specsched.sim.bench_serving import read_bench
+from specsched.sim.errors import ConfigError
+
+from specsched.cli import main
+
+SWEEP = Path(__file__).parent / "data" / "bench" / "sglang-0.5.23-one-batch-sweep.jsonl"
+
+
+def _lines() -> list[dict]:
+    return [json.loads(x) for x in SWEEP.read_text().splitlines()]
+
+
+def test_a_line_reads_as_one_batch_with_its_own_definitions():
+    runs = read_bench(SWEEP)
+    assert len(runs) == 3
+    for run, line in zip(runs, _lines(), strict=True):
+        bs, tin, tout = line["batch_size"], line["batch_size"] * line["input_len"], line["total_output_tokens"]
+        s = run.summary
+        assert s["completed"] == bs and s["duration"] == line["latency"]
+        assert s["total_input_tokens"] == tin and s["total_output_tokens"] == tout
+        assert s["output_throughput"] == pytest.approx(tout / line["latency"])   # bench_serving's: over the whole run
+        assert s["total_throughput"] == line["overall_throughput"]
+        assert s["max_ttft_ms"] == pytest.approx(line["last_ttft"] * 1000)
+        assert s["decode_window_output_throughput"] == line["output_throughput"]
+        assert s["decode_window_output_throughput"] == pytest.approx(tout / (line["latency"] - line["last_ttft"]), rel=1e-3)
+        assert s["prefill_window_input_throughput"] == line["input_throughput"]
+        # not measured by the line: not in the summary, so never compared
+        assert "accept_length" not in s and "input_throughput" not in s and "median_ttft_ms" not in s
+        assert run.args["request_rate"] == math.inf and run.args["random_range_ratio"] == 1.0
+        assert (run.args["random_input_len"], run.args["random_output_len"]) == (line["input_len"], line["output_len"])
+
+
+def test_from_bench_builds_the_burst(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["scenario", "from-bench", f"{SWEEP}:2", "--profile", "h200-1b", "--out", "s.yaml"]) == 0
+    sc = yaml.safe_load(Path("s.yaml").read_text())
+    w = sc["workload"]
+    assert w["kind"] == "burst" and w["num_requests"] == 8
+    assert w["input_len"] == {"kind": "fixed", "value": 1024} and w["output_len"] == {"kind": "fixed", "value": 256}
+    assert any("bench_one_batch_server" in a for a in sc["assumptions"])
+    assert sc["reference"]["base"]["max_ttft_ms"] == pytest.approx(137.2)
+
+
+def test_from_bench_runs_a_batch_above_the_default_limit_whole(tmp_path, monkeypatch):
+    """bench_one_batch_server skips a batch above the server's running limit, so a written
+    line ran whole: the scenario's max_running_requests is at least the batch."""
+    monkeypatch.chdir(tmp_path)
+    line = {**_lines()[0], "batch_size": 600, "total_output_tokens": 600 * 256}
+    f = tmp_path / "big.jsonl"
+    f.write_text(json.dumps(line) + "\n")
+    assert main(["scenario", "from-bench", str(f), "--profile", "h200-1b", "--out", "s.yaml"]) == 0
+    sc = yaml.safe_load(Path("s.yaml").read_text())
+    assert sc["workload"]["num_requests"] == 600 and sc["server"]["max_running_requests"] == 600
+
+
+def test_validate_bench_compares_what_the_line_measured(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate-bench", f"{SWEEP}:2", "--profile", "h200-1b", "--seeds", "1", "--out", "v"]) == 0
+    out = capsys.readouterr().out
+    rows = {r.split()[0]: r.split()[1:] for r in out.splitlines() if r and r.split()[0].replace("_", "").isalpha()}
+    for k in ("duration", "output_throughput", "total_throughput", "max_ttft_ms", "prefill_window_input_throughput",
+              "decode_window_output_throughput"):
+        assert k in rows, k
+    assert not {"median_ttft_ms", "mean_tpot_ms", "median_itl_ms", "input_throughput", "accept_length"} & set(rows)
+    # the predicted side has the same definitions: its decode window = output / (duration - max TTFT)
+    pred = {k: float(v[0]) for k, v in rows.items() if len(v) == 3 and k != "metric"}
+    assert pred["decode_window_output_throughput"] == pytest.approx(
+        pred["total_output_tokens"] / (pred["duration"] - pred["max_ttft_ms"] / 1000), rel=2e-3)
+    assert pred["prefill_window_input_throughput"] == pytest.approx(
+        pred["total_input_tokens"] / (pred["max_ttft_ms"] / 1000), rel=2e-3)
+
+
+def test_accept_length_is_compared_only_where_the_line_has_one(tmp_path):
+    line = {**_lines()[0], "acc_length": 2.71}
+    f = tmp_path / "spec.jsonl"
+    f.write_text(json.dumps(line) + "\n")
+    assert read_bench(f)[0].summary["accept_length"] == 2.71
+
+
+def test_calibrate_from_accepts_the_sweep(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["calibrate", "--from", str(SWEEP), "--profile", "h200-1b", "--seeds", "1", "--max-evals", "4",
+                 "--out", "fitted.yaml"]) == 0
+    out = capsys.readouterr().out
+    assert Path("fitted.yaml").is_file()
+    assert "max_ttft_ms" in out and "decode_window_output_throughput" in out
+
+
+@pytest.mark.parametrize(("change", "key"), [
+    ({"last_ttft": 2.5}, "last_ttft"),            # at or past latency 2.4125
+    ({"batch_size": None}, "batch_size"),
+    ({"num_early_stopped": 3, "total_output_tokens": 1900}, "num_early_stopped"),
+    ({"total_output_tokens": 2000}, "total_output_tokens"),
+    ({"latency": 0}, "latency"),
+])
+def test_bad_batch_lines_are_one_clear_line(tmp_path, capsys, change, key):
+    line = {**_lines()[1], **change}
+    line = {k: v for k, v in line.items() if v is not None}
+    f = tmp_path / "bad.jsonl"
+    f.write_text(json.dumps(line) + "\n")
+    with pytest.raises(ConfigError) as e:
+        read_bench(f)
+    assert e.value.key == key
+    assert main(["validate-bench", str(f), "--profile", "h200-1b", "--seeds", "1", "--out", str(tmp_path / "v")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and key in err[0]
