@@ -78,6 +78,15 @@ def _file_metrics(obj: dict) -> dict[str, float]:
     def number(v: object) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
+    if "last_ttft" in obj and "completed" not in obj:
+        # sglang.bench_one_batch_server: one batch at once (0.5.23 one_batch_server.py run_one_case);
+        # its two throughputs are over the windows before and after the last first token
+        bs, lat = obj["batch_size"], obj["latency"]
+        return {"duration": lat, "completed": bs, "total_input_tokens": bs * obj["input_len"],
+                "total_output_tokens": bs * obj["output_len"], "output_throughput": bs * obj["output_len"] / lat,
+                "total_throughput": obj["overall_throughput"], "max_ttft_ms": obj["last_ttft"] * 1000,
+                "prefill_window_input_throughput": obj["input_throughput"],
+                "decode_window_output_throughput": obj["output_throughput"]}
     out: dict[str, float] = {}
     for k, v in obj.items():
         k = names.get(k, E2EL.sub(r"\1_e2e_latency_ms", k))
@@ -153,7 +162,7 @@ def test_every_layout_validates_through_the_cli_with_the_files_own_figures(tmp_p
     assert measured == pytest.approx(want)
     if name in NO_COUNT:
         return
-    sent = obj.get("num_prompts") or len(obj.get("input_lens") or []) or obj["completed"]
+    sent = obj.get("num_prompts") or len(obj.get("input_lens") or []) or obj.get("completed") or obj["batch_size"]
     assert "scenario sends 4 requests" in out or sent == 4        # --set applies to the built scenario
     assert (tmp_path / "v" / "from-bench.yaml").is_file() and "assumed: " in out
 
