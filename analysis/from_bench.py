@@ -1658,6 +1658,15 @@ def _one_batch_notes(run: BenchRun, sc: dict[str, Any], notes: list[str]) -> Non
                  "total output / latency, decode_window_output_throughput = the line's output_throughput, "
                  "prefill_window_input_throughput = its input_throughput, total_throughput = overall_throughput, "
                  "accept_length = acc_length where > 0 (whichever the line holds)")
+    hit = run.extra.get("cache_hit_rate")
+    if isinstance(hit, (int, float)) and not isinstance(hit, bool) and hit > 0:
+        # --cache-hit-rate R: _warmup_cache sent each prompt's first int(input_len x R) tokens
+        # before the timed call (0.5.23 one_batch_server.py run_one_case); the line's rate is
+        # the server's cached / prompt tokens over the case (calculate_cache_hit_rate)
+        notes.append(f"cache: the line's cache_hit_rate {hit:g}: a warm-up cached part of each prompt before the "
+                     "timed batch (bench_one_batch_server --cache-hit-rate); this scenario starts from an empty cache "
+                     "and prefills every prompt whole, so its max_ttft_ms and prefill-window figures read high by the "
+                     "prefill those hits skipped")
     if "max_running_requests" in sc["server"]:
         return
     try:

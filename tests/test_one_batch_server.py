@@ -69,6 +69,19 @@ def test_from_bench_runs_a_batch_above_the_default_limit_whole(tmp_path, monkeyp
     assert sc["workload"]["num_requests"] == 600 and sc["server"]["max_running_requests"] == 600
 
 
+def test_a_warmed_cache_is_named_in_the_assumptions(tmp_path, monkeypatch):
+    """--cache-hit-rate R cached part of each prompt before the timed batch: the built
+    scenario, which starts cold, says its TTFT figures read high for it; a cold line says
+    nothing of it."""
+    monkeypatch.chdir(tmp_path)
+    for rate, said in ((0.4, True), (0.0, False)):
+        f = tmp_path / f"c{rate}.jsonl"
+        f.write_text(json.dumps({**_lines()[1], "cache_hit_rate": rate}) + "\n")
+        assert main(["scenario", "from-bench", str(f), "--profile", "h200-1b", "--out", f"s{rate}.yaml"]) == 0
+        notes = yaml.safe_load(Path(f"s{rate}.yaml").read_text())["assumptions"]
+        assert any("cache_hit_rate 0.4" in a and "read high" in a for a in notes) == said
+
+
 def test_validate_bench_compares_what_the_line_measured(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["validate-bench", f"{SWEEP}:2", "--profile", "h200-1b", "--seeds", "1", "--out", "v"]) == 0
