@@ -79,6 +79,16 @@ def _pct(v: float | None, q: float) -> float:
     return (v - q) / q * 100 if v is not None and q else float("nan")
 
 
+def _pct_cell(v: float | None, q: float) -> str:
+    """A table cell of ``v``'s error against the measured ``q``: "+1.2 %", or n/a with the
+    reason where there is none (a measured 0, a figure not predicted), not "+nan %"."""
+    if v is None or not math.isfinite(v):
+        return "n/a (not predicted)"
+    if not q:
+        return "n/a (measured 0)"
+    return f"{_pct(v, q):+.1f} %"
+
+
 def split_by_load(runs: list) -> tuple[list, list]:
     """(fit set, held-out set): the runs at the lower half of the distinct loads, and the
     rest. Repeats of a load (several runs at one rate: repeats, other arrival draws) stay on
@@ -323,8 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         sp = spreads.get(r["run"], {}).get(r["metric"])
         lines.append(f"| {r['set']} | {r['rate']} | {r['conc']} | {r['run']} | {r['metric']} | {r['measured']:.3f} | "
-                     f"{r['before']:.3f} | {_pct(r['before'], r['measured']):+.1f} % | {r['after']:.3f} | "
-                     f"{_pct(r['after'], r['measured']):+.1f} % | "
+                     f"{r['before']:.3f} | {_pct_cell(r['before'], r['measured'])} | {r['after']:.3f} | "
+                     f"{_pct_cell(r['after'], r['measured'])} | "
                      + ("|" if r.get("fit_se") is None else f"+-{r['fit_se']:.1f} % |" if math.isfinite(r["fit_se"])
                          else "n/a (moved by a factor no fitted figure moves) |")
                      + ((f" {repeat_cv[(r['load'], r['metric'])]:.1f} % |" if (r["load"], r["metric"]) in repeat_cv

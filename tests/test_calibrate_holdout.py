@@ -295,3 +295,11 @@ def test_holdout_levels_leaves_a_cut_last_line_out_as_the_cli_does(tmp_path, cap
     err = capsys.readouterr().err
     assert "bench_serving.jsonl:2: left out: the last line is cut short" in err, err
     assert [len(r) for r in read] == [1]
+
+
+def test_an_error_cell_without_an_error_says_why():
+    """A measured 0 or a figure not predicted reads n/a with the reason, never "+nan %"."""
+    assert holdout._pct_cell(1.1, 1.0) == "+10.0 %"
+    assert holdout._pct_cell(1.0, 0.0) == "n/a (measured 0)"
+    assert holdout._pct_cell(float("nan"), 1.0) == "n/a (not predicted)"
+    assert holdout._pct_cell(None, 1.0) == "n/a (not predicted)"
