@@ -55,7 +55,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from specsched.analysis.server_launch import Launch
-from specsched.sim.bench_serving import REPORT_TITLE, STDIN, STDIN_PATH
+from specsched.sim.bench_serving import REPORT_TITLE, input_path
 from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.input_files import READ_ERRORS, is_input_file, open_text, unreadable
 from specsched.sim.log_lines import log_lines
@@ -187,7 +187,7 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
         ConfigError: missing or unreadable file (a directory, a binary file), or no batch
             line in it (not an SGLang server log, or one logged at a level above INFO).
     """
-    p = STDIN_PATH if str(path) == STDIN else Path(path)   # `zcat server.log.gz | ... --server-log -`
+    p = input_path(path)   # `zcat server.log.gz | ... --server-log -`
     if p.is_dir():   # --server-log logs/: the folder exists, "no such server log" sent the user looking for it
         files = sorted(x.name for x in p.iterdir() if x.is_file())
         here = f"; it holds {', '.join(files[:5])}{', ...' if len(files) > 5 else ''}" if files else " (it is empty)"
@@ -381,7 +381,7 @@ def is_server_log(path: str | Path) -> bool:
     kept for the process (:mod:`sim.input_files`), so its reader reads the same bytes (it was
     taken for a result, and a log piped to ``calibrate --from RUNS -`` refused as one). False
     for a missing or unreadable file or a folder: the result readers name those."""
-    p = STDIN_PATH if str(path) == STDIN else Path(path)
+    p = input_path(path)
     if p.is_dir() or not is_input_file(p):
         return False
     try:
@@ -406,7 +406,7 @@ def printed_report_line(path: str | Path) -> int | None:
     read. A server log holding one is a log of the server and the benchmark client together
     (``docker compose logs`` of both services): its batch lines are the server's, its reports
     the runs (sim/bench_serving.py ``printed_reports``)."""
-    p = STDIN_PATH if str(path) == STDIN else Path(path)
+    p = input_path(path)
     try:
         with open_text(p, "an SGLang server log", errors="replace", newline="\n") as f:
             return next((i for i, text, _ in log_lines(f) if REPORT_TITLE in text), None)

@@ -335,18 +335,21 @@ STDIN = "-"
 STDIN_PATH = Path("/dev/stdin")
 
 
+def input_path(path: str | Path) -> Path:
+    """``path`` as the file to open: ``-`` is the standard input (:data:`STDIN_PATH`)."""
+    return STDIN_PATH if str(path) == STDIN else Path(path)
+
+
 def split_spec(spec: str | Path) -> tuple[Path, int | None]:
     """``FILE[:LINE]`` -> (path, line or None). A path that exists as given wins (a file name
     may itself contain ':'); ``-`` is the standard input (:data:`STDIN`)."""
     text = str(spec)
-    if text == STDIN:
-        return STDIN_PATH, None
-    if Path(text).exists() or ":" not in text:
-        return Path(text), None
+    if text == STDIN or Path(text).exists() or ":" not in text:
+        return input_path(text), None
     head, _, tail = text.rpartition(":")
     if not tail.isdigit() or int(tail) < 1:
         raise ConfigError("<command line>", "FILE:LINE", text, "LINE must be a line number >= 1")
-    return (STDIN_PATH if head == STDIN else Path(head)), int(tail)
+    return input_path(head), int(tail)
 
 
 def _text_of(data: bytes, p: Path) -> str:

@@ -526,7 +526,8 @@ def same_setting(a: Any, b: Any) -> bool:
     import math
 
     enums = isinstance(a, enum.Enum) or isinstance(b, enum.Enum)
-    a, b = getattr(a, "value", a) if isinstance(a, enum.Enum) else a, getattr(b, "value", b) if isinstance(b, enum.Enum) else b
+    if enums:
+        a, b = (v.value if isinstance(v, enum.Enum) else v for v in (a, b))
     if a is None or b is None or isinstance(a, bool) or isinstance(b, bool):
         return a is b or (isinstance(a, bool) and isinstance(b, bool) and a == b)
     if isinstance(a, Mapping) or isinstance(b, Mapping):
