@@ -37,8 +37,8 @@ shortfall on a GPU factor that then costs throughput at saturation
 vary between machines (the host) before the ones that are not. scipy's ``least_squares`` on
 the log factors, from the profile and from the best point of a coarse scan of each factor the
 prior lets move far (:func:`fit`; a light-load TTFT is flat in the host until the host paces
-the extend, so a local fit from the profile alone could stop there). An SGLang server log
-(``--server-log``) adds its pure-decode steps (:func:`analysis.server_log.decode_step_samples`):
+the extend, so a local fit from the profile alone could stop there). SGLang server logs
+(``--server-log``, one or one per launch) add their pure-decode steps (:func:`analysis.server_log.decode_step_samples`):
 the cost model's step time at the logged batch size and context vs the logged one, as one
 more term. The fit report gives each run's error before and after, and each factor's
 standard error (Gauss-Newton: the residual scatter left at the solution through the
@@ -1330,9 +1330,10 @@ def terminal_width() -> int | None:
     return shutil.get_terminal_size((0, 0)).columns or None
 
 
-def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence[str], log: str | None, seeds: int,
+def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence[str], logs: Sequence[str], seeds: int,
                   metrics: Sequence[str]) -> Path:
-    """Write the fitted profile (atomically) with a provenance entry naming the files."""
+    """Write the fitted profile (atomically) with a provenance entry naming the files: the runs
+    and the server logs whose decode steps joined the fit."""
     import yaml
     from specsched.analysis.io import atomic_write_text
 
@@ -1345,7 +1346,8 @@ def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence
 
     runs = ", ".join(input_name(*split_spec(f)) for f in files)
     prov["calibrate.from"] = (f"fitted by `specsched calibrate --from` to bench_serving runs {runs}"
-                              + (f" and server log {input_name(log)}" if log else "")
+                              + (f" and server log{'s' if len(logs) > 1 else ''} {', '.join(map(input_name, logs))}"
+                                 if logs else "")
                               + f": factors {fac} on {', '.join(metrics)} (mean of {seeds} seeds); "
                               + f"{result.weighting()}; "
                               + f"{result.loss_text()} in {result.evals} evaluations"
@@ -1743,24 +1745,32 @@ def _say_other_launch(runs: list[Any], info: dict[str, Any], path: str) -> None:
             return   # one line: the first run that differs names the launch
 
 
-def split_server_log(from_files: list[str], server_log: str | None) -> tuple[list[str], str | None]:
-    """``--from`` files less the SGLang server log among them, and the log the fit takes; a
-    file given twice (however spelt: :func:`sim.input_files.same_input`), or a line of a file
-    given whole, is kept once, said in a ``warning:`` line (its runs were fitted twice).
+def split_server_log(from_files: list[str], server_logs: str | Sequence[str] | None) -> tuple[list[str], list[str]]:
+    """``--from`` files less the SGLang server logs among them, and the logs the fit takes
+    (``--server-log``'s first, in the order given); a file given twice (however spelt:
+    :func:`sim.input_files.same_input`), or a line of a file given whole, is kept once, said in
+    a ``warning:`` line (its runs, or its decode steps, were fitted twice).
 
-    A user hands the fit everything the real server left, ``--from runs.jsonl server.log``:
-    the log (:func:`analysis.server_log.is_server_log`, a file named without ``:LINE``) is the
-    ``--server-log`` (it was refused as "not a bench_serving result"). The fit takes one log
-    (its decode steps are priced against one profile): a second one, or one beside
-    ``--server-log``, is refused in one line naming both.
+    A user hands the fit everything the real servers left, ``--from runs.jsonl server.log``:
+    a log (:func:`analysis.server_log.is_server_log`, a file named without ``:LINE``) is a
+    server log (it was refused as "not a bench_serving result"). A sweep whose server was
+    relaunched for each run leaves one log a run: every one joins the fit
+    (:func:`check_logs_same_launch` refuses logs of launches the model prices differently).
 
     Raises:
-        ConfigError: two server logs; ``--from`` holding nothing but the log."""
+        ConfigError: ``--from`` holding nothing but logs."""
     from specsched.analysis.server_log import is_server_log, printed_report_line
     from specsched.sim.bench_serving import given_before, split_spec
 
+    given = [server_logs] if isinstance(server_logs, str) else list(server_logs or [])
+    logs: list[str] = []
+    for f in given:
+        again = next((g for g in logs if same_input(f, g)), None)
+        if again is not None:
+            print(f"warning: {f}: the server log {again} given again: read once", file=sys.stderr)
+            continue
+        logs.append(f)
     runs: list[str] = []
-    log = server_log
     for f in from_files:
         path, line = split_spec(f)
         again = given_before(f, runs)
@@ -1768,16 +1778,14 @@ def split_server_log(from_files: list[str], server_log: str | None) -> tuple[lis
             print(f"warning: {f}: given again (as {again}): read once", file=sys.stderr)
             continue
         if line is None and is_server_log(path):
-            if log is not None and same_input(path, log):   # `--from runs.jsonl a.log a.log`
-                if log == server_log and printed_report_line(path) is not None:   # --server-log ALL --from ALL
+            known = next((g for g in logs if same_input(path, g)), None)
+            if known is not None:   # `--from runs.jsonl a.log a.log`
+                if known in given and printed_report_line(path) is not None:   # --server-log ALL --from ALL
                     runs.append(f)
                 else:
-                    print(f"warning: {f}: the server log {log} given again: read once", file=sys.stderr)
+                    print(f"warning: {f}: the server log {known} given again: read once", file=sys.stderr)
                 continue
-            if log is not None:
-                raise ConfigError("<command line>", "--from", f, f"a second SGLang server log beside {log}: the fit "
-                                  "takes one (its decode steps join the fit); give the one of the server the runs measured")
-            log = f
+            logs.append(f)
             if printed_report_line(path) is not None:   # `docker compose logs` of server and client
                 print(f"{f}: an SGLang server log holding bench_serving's printed report too: its batch lines join the "
                       "fit as the server log, its reports as runs")
@@ -1785,9 +1793,42 @@ def split_server_log(from_files: list[str], server_log: str | None) -> tuple[lis
         else:
             runs.append(f)
     if not runs:
-        raise ConfigError("<command line>", "--from", log, "an SGLang server log alone: the fit needs bench_serving "
-                          "runs of that server too (--from RUNS.jsonl SERVER.log)")
-    return runs, log
+        raise ConfigError("<command line>", "--from", " ".join(logs), "SGLang server logs alone: the fit needs "
+                          "bench_serving runs of that server too (--from RUNS.jsonl SERVER.log)")
+    return runs, logs
+
+
+LAUNCH_KEYS_PRICED = ("tp_size", "pp_size", "enable_dp_attention", "dp_size", "speculative_algorithm",
+                      "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
+                      "cuda_graph_max_bs", "disable_cuda_graph", "kv_cache_dtype", "attention_backend")
+"""The launch settings :func:`fit` prices a logged decode step with (the parallel layout, the
+verify window and drafter, the captured graphs, the KV dtype and kernel): two server logs that
+state one of them differently are not steps of one server, and are refused together."""
+
+
+def check_logs_same_launch(infos: Sequence[tuple[str, dict[str, Any] | None]]) -> None:
+    """Several server logs join one fit only as launches of one server: their decode steps are
+    all priced with the fitted scenarios' server (:func:`fit`), so a log of a TP4 launch beside
+    one of TP8, or of EAGLE beside a plain launch, was fitted as the same step, moving the
+    decode factor between them. Each log's ``server_args=`` line (``log.attrs["server_info"]``,
+    :mod:`analysis.server_launch`) is compared with the first log's on
+    :data:`LAUNCH_KEYS_PRICED` by :func:`sim.sglang_launch_args.same_setting`; a log without a
+    launch line is not compared. Launches differing elsewhere (the pool, the chunk, the port) are
+    fine: a step's cost does not depend on them.
+
+    Raises:
+        ConfigError: two logs' launches state one of :data:`LAUNCH_KEYS_PRICED` differently,
+            naming both logs, the key and both values."""
+    stated = [(p, i) for p, i in infos if isinstance(i, dict) and i]
+    if len(stated) < 2:
+        return
+    first, ref = stated[0]
+    for path, info in stated[1:]:
+        for k in LAUNCH_KEYS_PRICED:
+            if k in ref and k in info and not same_setting(ref[k], info[k]):
+                raise ConfigError(path, f"server_args {k}", repr(info[k]),
+                                  f"the same as the first server log's ({first}: {ref[k]!r}): every log's decode steps "
+                                  "are priced as one server's; fit each launch's runs and log separately")
 
 
 def cmd_calibrate_from(args: argparse.Namespace) -> int:
@@ -1822,7 +1863,7 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
     # the measured runs, the log, the template and the profile fitted: the fitted profile written
     # over one of them lost it (over --profile: the profile the fit started from, silently)
     refuse_out_over_inputs(Path(args.out), [*(("a bench_serving result file", split_spec(f)[0]) for f in args.from_files),
-                                            ("the server log", args.server_log),
+                                            *(("a server log", f) for f in args.server_log),
                                             ("the scenario template", args.scenario_template),
                                             ("the input profile (--profile)", resolve_profile_path(args.profile))])
     profile = load_profile(args.profile)
@@ -1839,12 +1880,12 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
         have = sorted({k for r in runs for k in r.summary})
         raise ConfigError("<command line>", "--metrics", ",".join(metrics),
                           f"no run has any of them; the runs have {', '.join(have[:12]) or 'no metric'}")
-    samples = log = None
-    if args.server_log:
-        log = parse_server_log(args.server_log)
-        samples = decode_step_samples(log)
-        if args.scenario_template is None:
-            runs = with_log_server(runs, log.attrs.get("server_info"), args.server_log)
+    import pandas as pd
+
+    logs = [(path, parse_server_log(path)) for path in args.server_log]
+    check_logs_same_launch([(path, log.attrs.get("server_info")) for path, log in logs])
+    if logs and args.scenario_template is None:
+        runs = with_log_server(runs, logs[0][1].attrs.get("server_info"), logs[0][0])
     with tempfile.TemporaryDirectory() as tmp:
         cases = cases_from_runs(runs, args.profile, args.scenario_template, Path(tmp), args.arrivals,
                                 agentic_args(args))
@@ -1860,22 +1901,29 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
                 if note.startswith(SETUP_MISMATCH):
                     print(f"warning: {c.run.source}: {note.removeprefix(SETUP_MISMATCH)}", file=sys.stderr)
                     said_tp = said_tp or " prices tp_size " in note
-        if log is not None and not said_tp:
-            say_log_parallelism(log, args.server_log, profile, args.profile)
-        if samples is not None:
-            if len(samples):
-                check_log_matches(log, args.server_log, cases[0].scenario.server)
-            print(f"server log {args.server_log}:")
-            for line in format_log_summary(prefill_summary(log), len(samples)):
+        timed: list[str] = []   # the logs whose decode steps join the fit
+        parts = []
+        for path, log in logs:
+            if not said_tp:
+                say_log_parallelism(log, path, profile, args.profile)
+            steps = decode_step_samples(log)
+            if len(steps):
+                check_log_matches(log, path, cases[0].scenario.server)
+            print(f"server log {path}:")
+            for line in format_log_summary(prefill_summary(log), len(steps)):
                 print(f"  {line}")
-            if not len(samples):
+            if not len(steps):
                 # nothing of the log enters the fit: said, and the profile is not named as fitted to it
                 why = ("it has no decode line: a prefill-decode prefill server's log" if not (log["kind"] == "decode").any()
                        else "each decode line had requests queued, followed a prefill line of its rank, or states no "
                        "#token (#full token, HiSparse #cpu token) or gen throughput")
-                print(f"warning: {args.server_log}: no decode line times a pure decode step ({why}): the fit uses "
-                      "the runs alone", file=sys.stderr)
-                samples = None
+                rest = "the runs alone" if len(logs) == 1 else "the runs and the other logs"
+                print(f"warning: {path}: no decode line times a pure decode step ({why}): the fit uses {rest}",
+                      file=sys.stderr)
+                continue
+            timed.append(path)
+            parts.append(steps)
+        samples = pd.concat(parts, ignore_index=True) if parts else None
         from specsched.analysis.from_bench import MOONCAKE_DATASET
 
         mooncake = sum(c.run.args.get("dataset_name") == MOONCAKE_DATASET for c in cases)
@@ -1928,8 +1976,8 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
         print(line)
     if result.log_before is not None:
         print(f"server-log decode steps: mean squared log error {result.log_before:.4g} -> {result.log_after:.4g}")
-    out = write_profile(result, args.out, args.name or Path(args.out).stem, args.from_files,
-                        args.server_log if samples is not None else None, args.seeds, metrics)
+    out = write_profile(result, args.out, args.name or Path(args.out).stem, args.from_files, timed, args.seeds,
+                        metrics)
     print(f"wrote {out}")
     return 0
 
@@ -1959,8 +2007,9 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
                         "'none' (unregularised), or NAME=SD,...; with a prior each residual is divided by its standard "
                         "error: the measured figure's (the spread of runs at one load, else one run's seed scatter) "
                         "and the seed mean's")
-    g.add_argument("--server-log", "--log", dest="server_log",
-                   help="SGLang server log: its pure-decode 'Decode batch' lines join the fit (--log: the same)")
+    g.add_argument("--server-log", "--log", dest="server_log", nargs="+", metavar="LOG",
+                   help="SGLang server logs (one, or one per launch of a sweep that relaunched the server): their "
+                        "pure-decode 'Decode batch' lines join the fit (--log: the same)")
     add_agentic_options(g)   # agentic-trace lines: the trace the runs replayed, as from-bench takes it
     g.add_argument("--jobs", type=positive_int, default=1,
                    help="worker processes an evaluation's simulations (runs x seeds) are spread over, at most "

@@ -19,8 +19,8 @@ def test_a_server_log_given_twice_is_the_one_log(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     shutil.copy(DATA / "logs" / "sglang-0.5.23.log", "a.log")
     shutil.copy(DATA / "bench" / "sglang-0.3.6.jsonl", "r.jsonl")
-    assert split_server_log(["r.jsonl", "a.log", "a.log"], None) == (["r.jsonl"], "a.log")
-    assert split_server_log(["r.jsonl", "a.log"], "./a.log") == (["r.jsonl"], "./a.log")
+    assert split_server_log(["r.jsonl", "a.log", "a.log"], None) == (["r.jsonl"], ["a.log"])
+    assert split_server_log(["r.jsonl", "a.log"], "./a.log") == (["r.jsonl"], ["./a.log"])
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all("given again: read once" in x for x in err)
 
@@ -28,10 +28,10 @@ def test_a_server_log_given_twice_is_the_one_log(tmp_path, capsys, monkeypatch):
 def test_a_result_file_given_twice_is_read_once_in_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     shutil.copy(DATA / "bench" / "sglang-0.3.6.jsonl", "r.jsonl")
-    assert split_server_log(["r.jsonl", "./r.jsonl", "r.jsonl:2", "r.jsonl:2"], None) == (["r.jsonl"], None)
+    assert split_server_log(["r.jsonl", "./r.jsonl", "r.jsonl:2", "r.jsonl:2"], None) == (["r.jsonl"], [])
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and all("given again (as r.jsonl): read once" in x for x in err)
-    assert split_server_log(["r.jsonl:2", "r.jsonl:2", "r.jsonl:1"], None) == (["r.jsonl:2", "r.jsonl:1"], None)
+    assert split_server_log(["r.jsonl:2", "r.jsonl:2", "r.jsonl:1"], None) == (["r.jsonl:2", "r.jsonl:1"], [])
     capsys.readouterr()
     argv = ["calibrate", "--from", "r.jsonl", "r.jsonl", "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
             "--max-evals", "1", "--out", "o.yaml"]
@@ -101,7 +101,7 @@ def test_a_log_of_server_and_client_together_is_both_the_log_and_the_runs(tmp_pa
              + [f"bench-1   | {x}" for x in bench[1:]])
     (tmp_path / "all.log").write_text("\n".join(lines) + "\n")
     for extra in ([], ["--server-log", "all.log"]):
-        assert split_server_log(["all.log"], extra[1] if extra else None) == (["all.log"], "all.log")
+        assert split_server_log(["all.log"], extra[1] if extra else None) == (["all.log"], ["all.log"])
         assert main(["calibrate", "--from", "all.log", *extra, "--profile", "h200-1b", "--params", "decode",
                      "--seeds", "1", "--max-evals", "1", "--out", "o.yaml"]) == 0
         out = capsys.readouterr().out

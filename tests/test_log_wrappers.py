@@ -98,7 +98,7 @@ def test_a_result_quoting_a_batch_line_is_not_a_server_log(tmp_path):
     assert not is_server_log(f)
     from specsched.analysis.calibrate_bench import split_server_log
 
-    assert split_server_log([str(f)], None) == ([str(f)], None)
+    assert split_server_log([str(f)], None) == ([str(f)], [])
 
 
 def test_colour_escapes_around_the_logger_prefix_keep_each_lines_rank(tmp_path):

@@ -345,11 +345,40 @@ def test_a_server_log_among_the_from_files_joins_the_fit_as_the_server_log(tmp_p
     assert strip.sub("", got) == strip.sub("", want)
     assert "log server.txt.gz" in (tmp_path / "b.yaml").read_text()
     before = set(tmp_path.iterdir())
-    for argv in (["--from", "run.jsonl", "server.txt.gz", "--server-log", str(log)],
-                 ["--from", "server.txt.gz"]):
-        assert main([*base, *argv, "--out", "c.yaml"]) == 2
-        err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and "--from" in err[0] and "server log" in err[0], err
+    assert main([*base, "--from", "server.txt.gz", "--out", "c.yaml"]) == 2   # a log alone fits nothing
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--from" in err[0] and "server log" in err[0], err
+    assert set(tmp_path.iterdir()) == before
+
+
+def test_one_server_log_per_launch_all_join_the_fit(tmp_path, capsys, monkeypatch):
+    """A sweep that relaunched the server for each run leaves one log a run: every log's decode
+    steps join the fit, each log summarised, the fitted profile naming them all (a second log
+    was refused, so such a sweep could fit one log's steps at most). Logs of launches the fit
+    would price differently (another tp_size) are refused in one line naming both, exit 2,
+    nothing written."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.jsonl").write_text(json.dumps(TINY_RUN) + "\n")
+    text = (DATA / "logs" / "sglang-0.5.23-launch.log").read_text()
+    assert "'tp_size': 1," in text and "'random_seed': 581397421," in text
+    (tmp_path / "a.log").write_text(text)
+    (tmp_path / "b.log").write_text(text.replace("'random_seed': 581397421,", "'random_seed': 7,"))
+    (tmp_path / "tp2.log").write_text(text.replace("'tp_size': 1,", "'tp_size': 2,"))
+    base = ["calibrate", "--profile", "h200-1b", "--params", "decode", "--seeds", "1", "--max-evals", "2"]
+    assert main([*base, "--from", "run.jsonl", "--server-log", "a.log", "--out", "one.yaml"]) == 0
+    one = capsys.readouterr().out
+    assert main([*base, "--from", "run.jsonl", "a.log", "--server-log", "b.log", "--out", "two.yaml"]) == 0
+    two = capsys.readouterr().out
+    assert "server log b.log:" in two and "server log a.log:" in two
+    steps = re.compile(r"Pure-decode samples:\s+(\d+)")
+    assert len(steps.findall(two)) == 2 and steps.findall(two) == steps.findall(one) * 2
+    import yaml
+
+    assert "server logs b.log, a.log:" in yaml.safe_load((tmp_path / "two.yaml").read_text())["provenance"]["calibrate.from"]
+    before = set(tmp_path.iterdir())
+    assert main([*base, "--from", "run.jsonl", "a.log", "tp2.log", "--out", "three.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "tp2.log" in err[0] and "tp_size" in err[0] and "a.log" in err[0], err
     assert set(tmp_path.iterdir()) == before
 
 
