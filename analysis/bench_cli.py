@@ -105,26 +105,80 @@ def _figure(metric: str, v: Any) -> str:
     return f"{v:.3f}"
 
 
+CI_LOW, CI_HIGH = "measured_ci_low", "measured_ci_high"
+CI_PERCENT = 95
+"""The intervals' confidence in percent (:data:`analysis.measured_noise.CONFIDENCE`, kept equal
+by a test; named here so that the table's header needs no numpy import)."""
+"""Row keys of the measured figure's sampling interval (:func:`with_measured_intervals`)."""
+
+
+def with_measured_intervals(rows: list[dict[str, Any]], measured: Any) -> bool:
+    """Give each row the measured figure's sampling interval (:data:`CI_LOW`, :data:`CI_HIGH`;
+    NaN where it has none: :func:`analysis.measured_noise.measured_intervals`), in place;
+    True when any row got one."""
+    from specsched.analysis.measured_noise import measured_intervals
+
+    found = measured_intervals(measured, [r["metric"] for r in rows])
+    nan = float("nan")
+    for r in rows:
+        r[CI_LOW], r[CI_HIGH] = found.get(r["metric"], (nan, nan))
+    return bool(found)
+
+
+def _interval(r: dict[str, Any]) -> str:
+    """The row's measured interval as ``[low, high]`` with ``*`` when the prediction lies in it."""
+    lo, hi = r.get(CI_LOW), r.get(CI_HIGH)
+    if lo is None or lo != lo:
+        return ""
+    inside = r["predicted"] is not None and lo <= r["predicted"] <= hi
+    return f"[{lo:.3f}, {hi:.3f}]{'*' if inside else ''}"
+
+
+def _has_intervals(rows: list[dict[str, Any]]) -> bool:
+    return any(_interval(r) for r in rows)
+
+
 def format_rows(rows: list[dict[str, Any]], title: str) -> str:
-    """Plain-text table of :func:`comparison_rows`."""
+    """Plain-text table of :func:`comparison_rows`, with the measured figures' sampling
+    intervals (:func:`with_measured_intervals`) as a last column where any row has one."""
     # a space between the columns: an error of 100000 % or more (a line read in another unit),
     # or a figure of 14 digits, ran into its neighbour ("0.001+303824.40%")
-    out = [title, f"{'metric':<32}{'predicted':>14} {'measured':>14} {'error':>10}"]
+    ci = _has_intervals(rows)
+    head = f"{'metric':<32}{'predicted':>14} {'measured':>14} {'error':>10}"
+    out = [title, head + (f"  measured {CI_PERCENT} % interval" if ci else "")]
     for r in rows:
         p, m = _figure(r["metric"], r["predicted"]), _figure(r["metric"], r["measured"])
         e = f"{r['error_pct']:+.2f}%" if r["error_pct"] == r["error_pct"] else "n/a"
-        out.append(f"{r['metric']:<32}{p:>14} {m:>14} {e:>10}")
+        line = f"{r['metric']:<32}{p:>14} {m:>14} {e:>10}"
+        out.append((line + "  " + _interval(r)).rstrip() if ci else line)
     return "\n".join(out)
 
 
 def markdown_rows(rows: list[dict[str, Any]], title: str) -> str:
-    """Markdown table of :func:`comparison_rows`."""
-    lines = [f"## {title}", "", "| metric | predicted | measured | error |", "|---|---:|---:|---:|"]
+    """Markdown table of :func:`comparison_rows` (with the measured intervals as
+    :func:`format_rows` gives them)."""
+    ci = _has_intervals(rows)
+    lines = [f"## {title}", "", "| metric | predicted | measured | error |" + (f" measured {CI_PERCENT} % interval |" if ci else ""),
+             "|---|---:|---:|---:|" + ("---|" if ci else "")]
     for r in rows:
         p, m = _figure(r["metric"], r["predicted"]), _figure(r["metric"], r["measured"])
         e = f"{r['error_pct']:+.2f} %" if r["error_pct"] == r["error_pct"] else "n/a"
-        lines.append(f"| {r['metric']} | {p} | {m} | {e} |")
+        lines.append(f"| {r['metric']} | {p} | {m} | {e} |" + (f" {_interval(r).replace('*', ' (holds the prediction)')} |" if ci else ""))
     return "\n".join(lines) + "\n"
+
+
+def interval_note(rows: list[dict[str, Any]], n_requests: int | None) -> str | None:
+    """One ``note:`` on the measured intervals, naming the misses they account for; None
+    when no row has one."""
+    withci = [r for r in rows if _interval(r)]
+    if not withci:
+        return None
+    inside = [r["metric"] for r in withci if _interval(r).endswith("*")]
+    tail = (f"; the prediction lies inside for {', '.join(inside)} (* above): there the miss is within what another "
+            "run of the same server could measure" if inside else "; no prediction lies inside one")
+    return (f"note: measured {CI_PERCENT} % interval = how far the line's figure moves by chance, one run being one sample of "
+            f"{f'{n_requests:g}' if n_requests else 'its'} requests taken as independent draws (order statistics for a percentile, Student's t for a mean; TTFT, TPOT and "
+            f"E2E latency, not ITL: analysis/measured_noise.py){tail}")
 
 
 TOKEN_TOTALS = ("total_input_tokens", "total_input_text_tokens", "total_output_tokens",
@@ -590,9 +644,11 @@ def check_built_fits(sc: Any, profile: str | None, source: str | None) -> None:
         raise ConfigError(source, f"{e.key} of the scenario built from the line", e.value, e.allowed) from None
 
 
-VALIDATE_BENCH_HEADER = "metric,predicted,measured,error_pct"
+VALIDATE_BENCH_HEADER = "metric,predicted,measured,error_pct,measured_ci_low,measured_ci_high"
 """The header of validate-bench's validate.csv (specsched validate's, appended run after run,
-is another: cell, arm, metric, ...)."""
+is another: cell, arm, metric, ...). Tables written before the measured intervals lack the
+last two columns: :data:`OLD_VALIDATE_BENCH_HEADERS`."""
+OLD_VALIDATE_BENCH_HEADERS = ("metric,predicted,measured,error_pct",)
 
 
 def cmd_validate_bench(args: argparse.Namespace) -> int:
@@ -609,7 +665,7 @@ def cmd_validate_bench(args: argparse.Namespace) -> int:
         if own.is_file():   # specsched validate's appended table (cell, arm, metric, ...) was written over
             with open(own, encoding="utf-8", errors="replace") as f:
                 header = f.readline().strip()
-            if header not in (VALIDATE_BENCH_HEADER, ""):
+            if header not in (VALIDATE_BENCH_HEADER, *OLD_VALIDATE_BENCH_HEADERS, ""):
                 raise ConfigError("<command line>", "--out", args.out, f"{own} holds another table ({header[:60]!r}; "
                                   f"this one's is {VALIDATE_BENCH_HEADER!r}): give another folder")
     measured = require_measured(read_bench_one(args.file))
@@ -678,6 +734,7 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
               f"goodput_slos_ms = {measured.extra.get('goodput_slos_ms')!r})")
     if not rows:
         raise ConfigError(measured.source, "<metrics>", "none", "the line has no bench_serving metric to compare")
+    with_measured_intervals(rows, measured)
     n_pred, n_meas = sc.workload.num_requests, measured.num_prompts
     title = (f"validate-bench {measured.source} vs {Path(sc.path).name or sc.name} / {sc.arm} "
              f"(profile {pred.get('profile')}{costs}; predicted = mean of {args.seeds} seed(s))")
@@ -692,6 +749,9 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
     tokens = token_total_note(rows, built[0]["assumptions"] if built is not None else None)
     if tokens:
         print(tokens)
+    noise = interval_note(rows, measured.summary.get("completed"))
+    if noise:
+        print(noise)
     if chunk_itl:
         why = ("SGLang's sglang backend before 0.4.3.post3, whose lines have no accept_length: later ones split a "
                "chunk of n tokens into n gaps" if measured.chunk_itl_client
