@@ -171,11 +171,13 @@ def pre_run_warnings(jobs: list[Job], predict: Callable) -> list[str]:
 
 
 def write_csv(path: Path, rows: list[dict], extra: tuple[str, ...] = ()) -> None:
-    """``rows`` (cell, arm, metric, predicted, measured, error_pct, then ``extra`` columns)
-    as CSV, replaced atomically."""
+    """``rows`` (cell, arm, metric, predicted, measured, error_pct, then ``extra`` columns,
+    then any other key a row has) as CSV, replaced atomically."""
     def write(tmp: Path) -> None:
         with open(tmp, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=["cell", "arm", "metric", "predicted", "measured", "error_pct", *extra])
+            names = ["cell", "arm", "metric", "predicted", "measured", "error_pct", *extra]
+            names += [k for k in dict.fromkeys(k for r in rows for k in r) if k not in names]   # the intervals, where given
+            w = csv.DictWriter(f, fieldnames=names)
             w.writeheader()
             w.writerows(rows)
     atomic_write(path, write)
@@ -307,6 +309,7 @@ class Validation:
                                                                                     VALIDATE_METRICS)]
         cond_line = self._conditioned(job, meas)
         write_results(meas, self.res_dir / f"{job.result_name}-measured")
+        add_measured_intervals(rows, self.res_dir / f"{job.result_name}-measured" / "bench_serving.jsonl")
         write_results(pred, self.res_dir / f"{job.result_name}-predicted")
         self._speed_samples(job, eng)
         try:  # a diagnostic: never fails the measured run
@@ -406,7 +409,7 @@ class Validation:
 
     def save(self) -> None:
         """validate.csv, checks.md (with failures and skipped runs) and results.tar.gz, now."""
-        write_csv(self.out / "validate.csv", self.rows)
+        write_csv(self.out / "validate.csv", self.rows, extra=INTERVAL_COLUMNS)
         if self.conditioned:
             write_csv(self.out / "validate_conditioned.csv", self.conditioned, extra=("speed_factor",))
         lines = list(self.checks)
@@ -474,6 +477,37 @@ def environment_text() -> str:
     return "".join(out)
 
 
+INTERVAL_COLUMNS = ("measured_ci_low", "measured_ci_high")
+"""validate.csv's columns of each measured figure's 95 % sampling interval (empty where none)."""
+
+
+def add_measured_intervals(rows: list[dict], bench_line: Path) -> None:
+    """Give each row its measured figure's sampling interval (:data:`INTERVAL_COLUMNS`; the run's
+    bench_serving line with per-request details, :mod:`analysis.measured_noise`), in place."""
+    from specsched.analysis.measured_noise import measured_intervals
+    from specsched.sim.bench_serving import read_bench_one
+
+    found = measured_intervals(read_bench_one(bench_line), [r["metric"] for r in rows])
+    for r in rows:
+        r[INTERVAL_COLUMNS[0]], r[INTERVAL_COLUMNS[1]] = found.get(r["metric"], ("", ""))
+
+
+def noise_line(rows: list[dict]) -> str | None:
+    """The target figures outside 5 % whose prediction lies inside the measured figure's 95 %
+    interval (one run's sampling noise over its requests: the miss is within what a rerun could
+    measure), named; None when no row outside 5 % has an interval."""
+    out = [r for r in rows if r["metric"] in TARGETS and r["error_pct"] == r["error_pct"] and abs(r["error_pct"]) > 5
+           and isinstance(r.get(INTERVAL_COLUMNS[0]), float)]
+    if not out:
+        return None
+    inside = [r for r in out if r[INTERVAL_COLUMNS[0]] <= r["predicted"] <= r[INTERVAL_COLUMNS[1]]]
+    named = "; ".join(f"{r['cell']} {r['arm']} {r['metric']} {r['error_pct']:+.1f} % (measured {r['measured']:.3g}, "
+                      f"interval {r[INTERVAL_COLUMNS[0]]:.3g}-{r[INTERVAL_COLUMNS[1]]:.3g})" for r in inside)
+    return (f"Outside 5 % but inside the measured figure's 95 % interval (the run's own sampling noise, "
+            f"analysis/measured_noise.py): **{len(inside)} of {len(out)}** such misses with an interval"
+            + (f": {named}" if named else ""))
+
+
 def within_line(rows: list[dict]) -> tuple[int, int, str]:
     """(figures within 5 %, figures, per-metric counts) over the target metrics of ``rows``."""
     t = [r for r in rows if r["metric"] in TARGETS and r["error_pct"] == r["error_pct"]]
@@ -509,6 +543,8 @@ def summary_text(rows: list[dict], argv: list[str], times: dict[str, float], fai
              ", ".join(f"{k} {v:.0f} s" for k, v in times.items()), ""]
     within, n, per = within_line(rows)
     lines.append(f"Within 5 %: **{within} of {n}** figures ({per})")
+    if (noise := noise_line(rows)) is not None:
+        lines += ["", noise]
     if (split := new_cells_line(rows)) is not None:
         lines += ["", split]
     lines += ["", "| cell | arm | " + " | ".join(TARGETS) + " |", "|---|---|" + "---|" * len(TARGETS)]

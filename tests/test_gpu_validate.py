@@ -216,3 +216,31 @@ def test_checks_md_lists_the_runs_above_the_grid(tmp_path):
     val.run(_jobs()[:1])
     text = (tmp_path / "checks.md").read_text()
     assert "## Forwards above the profile's step grid" in text and "- a base: " in text
+
+
+def test_each_measured_figure_carries_its_sampling_interval_and_the_summary_names_misses_within_it(tmp_path):
+    """validate.csv gives each TTFT/TPOT figure of a run of enough requests its measured 95 %
+    interval (analysis/measured_noise.py); the summary names the misses outside 5 % that lie
+    inside their interval (round 49's p90 TTFT: -15 % and -6 % in two runs of one arm, the
+    interval [58.7, 90.6] ms around a measured 69.1)."""
+    sc = make_scenario({"speculative_algorithm": "none", "speculative_num_draft_tokens": 1},
+                       {"kind": "poisson", "num_requests": 60, "request_rate": 40.0,
+                        "input_len": {"kind": "uniform", "value": 400, "range_ratio": 0.5},
+                        "output_len": {"kind": "uniform", "value": 30, "range_ratio": 0.5}})
+    # the "measurement" another seed of the same simulation: every difference is sampling noise
+    val = gv.Validation(tmp_path, lambda job, eng: (SimEngine(job.scenario, tiny_profile(), seed=11).run(), eng),
+                        lambda job, seed: SimEngine(job.scenario, tiny_profile(), seed=3).run())
+    val.run([gv.Job("n", "base", sc, "n", "n-base")])
+    val.save()
+    with open(tmp_path / "validate.csv") as f:
+        rows = {r["metric"]: r for r in csv.DictReader(f)}
+    lo, hi = float(rows["median_ttft_ms"]["measured_ci_low"]), float(rows["median_ttft_ms"]["measured_ci_high"])
+    assert lo <= float(rows["median_ttft_ms"]["measured"]) <= hi
+    assert rows["median_itl_ms"]["measured_ci_low"] == ""
+    fake = [dict(val.rows[0], metric="p90_ttft_ms", predicted=79.2, measured=69.1, error_pct=14.6,
+                 measured_ci_low=58.7, measured_ci_high=90.6),
+            dict(val.rows[0], metric="median_ttft_ms", predicted=50.0, measured=43.5, error_pct=14.9,
+                 measured_ci_low=42.6, measured_ci_high=44.7)]
+    line = gv.noise_line(fake)
+    assert "**1 of 2**" in line and "p90_ttft_ms +14.6 %" in line and "median_ttft_ms" not in line
+    assert line in gv.summary_text(fake, [], {}, [], [])
