@@ -607,6 +607,23 @@ def _free_device_memory() -> None:
         pass
 
 
+PROFILE_GRID_FLAGS = (("--contexts", [512, 1024, 2048, 4096, 8192], "committed contexts of the verify/decode grids"),
+                      ("--extend-tokens", [256, 1024, 2048, 4096, 8192], "extend token counts"),
+                      ("--extend-prefixes", [0, 1024, 2048, 4096, 8192], "cached prefixes of the extend grid"))
+"""The profile's grid flags and their defaults (specsched profile's flags of the same names). The
+defaults' KV pool (--max-bs 128 rows of 8K tokens for preset 8b) needs more than an H100 holds."""
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected integers separated by commas") from None
+    if not values or min(values) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected non-negative integers separated by commas")
+    return values
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
@@ -634,6 +651,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--poisson-first", action="store_true", help="measure the Poisson rates before the cells")
     ap.add_argument("--deadline-s", type=float, default=None,
                     help="start no run after this many seconds (profiling included); the rest is listed as skipped")
+    for flag, default, what in PROFILE_GRID_FLAGS:
+        ap.add_argument(flag, type=_int_list, default=default,
+                        help=f"{what} of the profile made first (default {','.join(map(str, default))}; an H100's "
+                             "80 GiB needs smaller ones, e.g. --max-bs 64 --contexts 512,1024,2048,4096)")
     argv = sys.argv[1:] if argv is None else argv
     args = ap.parse_args(argv)
     if not 0 <= args.extend_lead_ms <= 1000:
@@ -685,11 +706,22 @@ def _round(args: argparse.Namespace, argv: list[str], out: Path, t_start: float)
     else:
         from specsched.runtime.profiler import profile_device, write_profile
 
-        d = profile_device(device=args.device, preset=args.preset, spec_window=6, max_bs=args.max_bs,
-                           contexts=[512, 1024, 2048, 4096, 8192], extend_tokens=[256, 1024, 2048, 4096, 8192],
-                           extend_prefixes=[0, 1024, 2048, 4096, 8192], cuda_graph_max_bs=128,
-                           repeats=args.repeats, progress=False, budget_s=args.budget, relevel_s=args.relevel_budget,
-                           extend_lead_s=args.extend_lead_ms / 1e3)
+        try:
+            d = profile_device(device=args.device, preset=args.preset, spec_window=6, max_bs=args.max_bs,
+                               contexts=args.contexts, extend_tokens=args.extend_tokens,
+                               extend_prefixes=args.extend_prefixes, cuda_graph_max_bs=128,
+                               repeats=args.repeats, progress=False, budget_s=args.budget,
+                               relevel_s=args.relevel_budget, extend_lead_s=args.extend_lead_ms / 1e3)
+        except Exception as e:   # the device out of memory: one line naming what to lower, not a traceback
+            from specsched.runtime.memory import is_device_oom
+
+            if not is_device_oom(e):
+                raise
+            what = getattr(getattr(e, "allocation", None), "what", "the profile's buffers")
+            print(f"gpu_validate: the device ran out of memory while profiling ({what}): lower --max-bs "
+                  f"(now {args.max_bs}), --contexts (now {max(args.contexts)}), --extend-tokens or --extend-prefixes "
+                  f"(now {max(args.extend_tokens)}, {max(args.extend_prefixes)}), or give --profile", file=sys.stderr)
+            return 2
         d["name"] = f"h200-{args.preset}"
         prof_path = out / f"h200-{args.preset}.yaml"
         write_profile(d, prof_path)

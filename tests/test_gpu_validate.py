@@ -244,3 +244,26 @@ def test_each_measured_figure_carries_its_sampling_interval_and_the_summary_name
     line = gv.noise_line(fake)
     assert "**1 of 2**" in line and "p90_ttft_ms +14.6 %" in line and "median_ttft_ms" not in line
     assert line in gv.summary_text(fake, [], {}, [], [])
+
+
+def test_the_profiles_grid_is_the_users_and_a_device_out_of_memory_is_one_line(tmp_path, capsys, monkeypatch):
+    """On an H100 the default grid's KV pool (128 rows of 8K tokens for preset 8b) does not fit:
+    the call ended in a torch traceback after start-up. The grid flags reach the profiler, and
+    a device out of memory is one line naming the flags to lower, exit 2."""
+    import torch
+    from specsched.runtime import profiler
+
+    seen = {}
+
+    def oom(**kw):
+        seen.update(kw)
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 67.00 GiB.")
+
+    monkeypatch.setattr(profiler, "profile_device", oom)
+    argv = ["--out", str(tmp_path / "r"), "--preset", "8b", "--max-bs", "64", "--contexts", "512,4096",
+            "--extend-tokens", "256,2048", "--cells", "none"]
+    assert gv.main(argv) == 2
+    assert seen["contexts"] == [512, 4096] and seen["extend_tokens"] == [256, 2048] and seen["max_bs"] == 64
+    assert seen["extend_prefixes"] == [0, 1024, 2048, 4096, 8192]
+    err = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert len(err) == 1 and "ran out of memory" in err[0] and "--contexts (now 4096)" in err[0], err
