@@ -549,6 +549,9 @@ class FitResult:
     """The prior's standard deviation of each log factor (empty: no prior)."""
     noise: dict[str, float] = field(default_factory=dict)
     """Each metric's noise (log units) its residuals were divided by (empty: unweighted)."""
+    sampled: list[str] = field(default_factory=list)
+    """``RUN:LINE metric SE`` of each residual divided by its run's own sampling noise instead,
+    being wider than the metric's (:func:`sampling_se`)."""
     cov: np.ndarray | None = None
     """Covariance of the log factors (params x params, the order of ``factors``): the
     residuals' scatter left at the solution, s^2 = sum(r^2) / (n - p), times (J^T J)^-1 with J
@@ -607,7 +610,9 @@ class FitResult:
             return "no prior"
         return ("prior (log-factor standard deviations) " + ", ".join(f"{k} {v:g}" for k, v in self.prior_sd.items())
                 + "; residuals divided by each metric's standard error (log units) "
-                + ", ".join(f"{k} {v:.4f}" for k, v in self.noise.items()))
+                + ", ".join(f"{k} {v:.4f}" for k, v in self.noise.items())
+                + ("; by their run's own sampling error where it is wider (one run's requests as a sample: "
+                   + ", ".join(self.sampled) + ")" if self.sampled else ""))
 
     def factor_se_pct(self) -> dict[str, float]:
         """Standard error of each factor, % (of the log factor: ~relative), from :attr:`cov`;
@@ -754,6 +759,29 @@ def _same(a: dict[str, Any], b: dict[str, Any], metrics: Sequence[str]) -> bool:
 def _term_metrics(cases: list[FitCase], metrics: Sequence[str]) -> list[str]:
     """The metric of each residual :func:`_terms` gives, in its order."""
     return [m for c in cases for m in metrics if c.run.summary.get(m)]
+
+
+def sampling_se(cases: list[FitCase], metrics: Sequence[str]) -> list[tuple[str, float]]:
+    """Per residual of :func:`_terms` (in its order), ``(RUN:LINE metric, standard error)``: the
+    standard error in log units of the measured figure as one sample of its run's requests,
+    from its 95 % interval (:func:`analysis.measured_noise.measured_intervals`:
+    ``log(high / low) / (2 x 1.96)``), 0 where the run has none (no per-request details, an
+    ITL or a throughput). A median TTFT that falls on a step of its run's distribution (two
+    thirds of the requests hit a cached prefix and wait 34 ms, the rest 40-700 ms) moves 10-20 %
+    between reruns (docs/measurements/h100-v49.md) where the metric's pooled noise says 6 %."""
+    from scipy import stats
+    from specsched.analysis.measured_noise import CONFIDENCE, measured_intervals
+
+    z = float(stats.norm.ppf(0.5 + CONFIDENCE / 2))
+    out = []
+    for c in cases:
+        given = [m for m in metrics if c.run.summary.get(m)]
+        found = measured_intervals(c.run, given)
+        for m in given:
+            lo, hi = found.get(m, (0.0, 0.0))
+            se = math.log(hi / lo) / (2 * z) if lo > 0 and hi > lo else 0.0
+            out.append((f"{c.run.source} {m}", se))
+    return out
 
 
 def _log_residuals(samples: Any, profile: Any, server: Any) -> np.ndarray:
@@ -1126,6 +1154,15 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
         noise = residual_noise(noise, seed_scatter(runs0, sorted(set(term_metrics))), seeds,
                                sorted(set(term_metrics) | set(noise)))
     scale = np.array([noise.get(m, 1.0) for m in term_metrics])
+    wider: list[str] = []
+    if weighed:
+        # a figure whose own run says it could move more by chance (a median on a step of its
+        # distribution) weighs by that: its residual over the larger of the two
+        own = sampling_se(cases, metrics)
+        for i, (label, se) in enumerate(own):
+            if se > scale[i]:
+                scale[i] = se
+                wider.append(f"{label} {se:.3f}")
     weights.update(scale=scale, prior=prior)
     for i, key in unreported:
         report(i, key)
@@ -1217,7 +1254,7 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
                      float(np.sum(r1 ** 2)), len(cache), float(np.sum(lr0 ** 2)) if has_log else None,
                      float(np.sum(lr1 ** 2)) if has_log else None,
                      prior_sd={p: float(v) for p, v in zip(params, prior, strict=True) if math.isfinite(v)},
-                     noise=noise if np.isfinite(prior).any() or noise else {},
+                     noise=noise if np.isfinite(prior).any() or noise else {}, sampled=wider,
                      cov=cov, figures=len(r1),
                      unexplained=unexplained_runs([c.label for c in cases for m in metrics if c.run.summary.get(m)],
                                                   r1[:len(term_metrics)], term_metrics, own_se),
