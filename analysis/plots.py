@@ -25,7 +25,13 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 from specsched.analysis.io import run_label, scenario_value  # noqa: E402
-from specsched.analysis.stats import across_seeds, ecdf, percentile, percentile_metric  # noqa: E402
+from specsched.analysis.stats import (  # noqa: E402
+    across_seeds,
+    ecdf,
+    ecdf_band_halfwidth,
+    percentile,
+    percentile_metric,
+)
 from specsched.sim.atomic import atomic_write  # noqa: E402
 from specsched.sim.metrics import itl_values  # noqa: E402
 
@@ -147,13 +153,22 @@ def _pct_legend(p95: bool = False) -> list[Line2D]:
     return out
 
 
+BAND_MIN_SAMPLES = 10
+"""Fewest samples of one run whose ECDF gets a confidence band (below it the band spans most
+of the axis)."""
+
+
 def _distribution_panels(
     ax_cdf: Any, ax_hist: Any, samples: Mapping[str, np.ndarray], what: str, unit: str,
     scale: float, log_x: bool, bins: int, runs: Mapping[str, int] | None = None,
-    marks: Mapping[str, Mapping[float, float]] | None = None,
+    marks: Mapping[str, Mapping[float, float]] | None = None, band: bool = False,
 ) -> None:
     """ECDF + histogram of ``samples`` (seconds) per label, percentiles marked. ``runs``:
-    label -> number of runs pooled in its samples (the legend says so when > 1). ``marks``:
+    label -> number of runs pooled in its samples (the legend says so when > 1). ``band``: shade
+    the 95 % band of each single run's ECDF (:data:`BAND_MIN_SAMPLES` samples or more,
+    :func:`analysis.stats.ecdf_band_halfwidth`): where another run of the same server could put
+    its distribution by chance, so a prediction inside it is no evidence of a model error. For
+    per-request samples (TTFT, TPOT), not ITL gaps, which are not independent. ``marks``:
     label -> {percentile: value (s)} of a run known only by its summary statistics (a
     bench_serving line without per-request details), drawn as crosses on the cumulative
     distribution at (value, percentile / 100) and as vertical lines on the histogram. Each
@@ -204,6 +219,10 @@ def _distribution_panels(
         k = (runs or {}).get(label, 1)
         pooled = f"pooled over {k} runs, " if k > 1 else ""
         ax_cdf.step(xs, ys, where="post", color=color, lw=lw, label=f"{label} ({pooled}n={x.size}; {text} {unit})")
+        if band and k == 1 and x.size >= BAND_MIN_SAMPLES:
+            h = ecdf_band_halfwidth(x.size)
+            ax_cdf.fill_between(xs, np.clip(ys - h, 0, 1), np.clip(ys + h, 0, 1), step="post", color=color,
+                                alpha=0.15, lw=0, label=f"{label}: 95 % band of one run (+-{h:.3f}, DKW)")
         ax_hist.hist(x, bins=edges, histtype="step", lw=lw, color=color, label=label)
         for q, val in pcts.items():
             if math.isfinite(val):
@@ -312,7 +331,7 @@ def plot_ttft(runs: Any, log_x: bool = False, bins: int = 50, marks: Any = None)
     fig, (a, b) = plt.subplots(1, 2, figsize=(13, 5), layout="constrained")
     frame = isinstance(runs, pd.DataFrame)
     counts = {k: len(v) for k, v in group_runs(runs).items()} if not (frame or alone) else None
-    _distribution_panels(a, b, samples, "TTFT", unit, scale, log_x, bins, counts, marked)
+    _distribution_panels(a, b, samples, "TTFT", unit, scale, log_x, bins, counts, marked, band=True)
     title = "" if frame else _scenario_title(group_runs(marks if alone else runs))
     _suptitle(fig, f"Time to first token by arm{title}")
     return fig
@@ -359,7 +378,7 @@ def plot_tpot_itl(runs: Any, log_x: bool = False, bins: int = 50, per_chunk: boo
     fig, axes = plt.subplots(2, 2, figsize=(13, 9), layout="constrained")
     counts = {k: len(v) for k, v in groups.items()}
     _distribution_panels(axes[0, 0], axes[0, 1], tpot, "TPOT", "ms", 1e3, log_x, bins, counts,
-                         summary_marks(marks, "tpot") if marks else None)
+                         summary_marks(marks, "tpot") if marks else None, band=True)
     # ITL always on a log axis: a few long gaps (a prefill between two decode steps) span
     # three or more decades above the typical gap and flatten a linear axis
     _distribution_panels(axes[1, 0], axes[1, 1], itl, "ITL per chunk" if per_chunk else "ITL", "ms", 1e3, True,

@@ -451,3 +451,38 @@ def test_arms_with_the_same_distribution_stay_visible_in_the_ttft_plot():
     keys = [h for h in hist.get_legend().legend_handles if h.get_label() in ("base", "waiting_aware")]
     assert [h.get_linewidth() for h in keys] == [wide, narrow]
     plots.plt.close(fig)
+
+
+def _bands(ax):
+    return [t for t in ax.get_legend().get_texts() if "95 % band of one run" in t.get_text()]
+
+
+def test_one_runs_ttft_and_tpot_distributions_carry_their_95_percent_band_and_pooled_ones_and_itl_none(runs):
+    """A single run's ECDF of per-request TTFT or TPOT is shaded with its 95 % DKW band (where a
+    rerun could put it by chance); arms pooled over seeds, and the ITL panel (gaps of one request
+    are not independent draws), have none."""
+    one = [r for r in runs if r.summary.get("arm", "base") == "base"][:1] + \
+          [r for r in runs if r.summary.get("arm") == "stream_wait"]
+    fig = plots.plot_ttft(one)
+    ax = fig.axes[0]
+    assert len(_bands(ax)) == 1   # base: one run; stream_wait: pooled over two seeds
+    assert len(ax.collections) >= 1
+    plots.plt.close(fig)
+    fig = plots.plot_tpot_itl(one)
+    assert len(_bands(fig.axes[0])) == 1 and not _bands(fig.axes[2])
+    plots.plt.close(fig)
+
+
+def test_the_ecdf_band_holds_the_true_distribution_as_often_as_it_says():
+    from specsched.analysis.stats import ecdf, ecdf_band_halfwidth
+
+    rng = np.random.default_rng(3)
+    n, hits = 300, 0
+    h = ecdf_band_halfwidth(n)
+    for _ in range(300):
+        x, f = ecdf(rng.uniform(size=n))
+        dev = max(np.max(np.abs(f - x)), np.max(np.abs(f - 1.0 / n - x)))   # sup |F_n - F|, both sides of a step
+        hits += dev <= h
+    assert 0.93 <= hits / 300 <= 1.0
+    with pytest.raises(ValueError):
+        ecdf_band_halfwidth(0)
