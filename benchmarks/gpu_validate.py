@@ -487,7 +487,11 @@ def add_measured_intervals(rows: list[dict], bench_line: Path) -> None:
     from specsched.analysis.measured_noise import measured_intervals
     from specsched.sim.bench_serving import read_bench_one
 
-    found = measured_intervals(read_bench_one(bench_line), [r["metric"] for r in rows])
+    try:   # a diagnostic: never fails the measured run (a line the reader refuses has no interval)
+        found = measured_intervals(read_bench_one(bench_line), [r["metric"] for r in rows])
+    except Exception as e:
+        print(f"no measured intervals for {bench_line.parent.name}: {type(e).__name__}: {e}".splitlines()[0], flush=True)
+        found = {}
     for r in rows:
         r[INTERVAL_COLUMNS[0]], r[INTERVAL_COLUMNS[1]] = found.get(r["metric"], ("", ""))
 
