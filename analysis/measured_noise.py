@@ -160,3 +160,29 @@ def measured_intervals(run: Any, metrics: list[str], confidence: float = CONFIDE
         if math.isfinite(lo) and math.isfinite(hi):
             out[m] = (lo, hi)
     return out
+
+
+def run_intervals(run: Any, metrics: list[str], confidence: float = CONFIDENCE) -> dict[str, tuple[float, float]]:
+    """:func:`measured_intervals` of a run result (``specsched validate``'s measured run on a
+    device: its bench_serving line with per-request details,
+    :func:`sim.bench_serving.bench_record`), in ms; empty where it has too few requests."""
+    from specsched.sim.bench_serving import bench_record, parse_run
+
+    return measured_intervals(parse_run(bench_record(run, details=True), "<measured run>"), metrics, confidence)
+
+
+def interval_line(rows: list[dict[str, Any]], found: dict[str, tuple[float, float]]) -> str | None:
+    """One ``note:`` line giving each of ``rows``' (``metric``, ``predicted``) measured
+    interval in ``found``, saying where it holds the prediction; None when ``found`` is empty."""
+    parts = []
+    for r in rows:
+        if r["metric"] not in found:
+            continue
+        lo, hi = found[r["metric"]]
+        p = r.get("predicted")
+        inside = isinstance(p, (int, float)) and lo <= p <= hi
+        parts.append(f"{r['metric']} {lo:.3f}-{hi:.3f}{' (holds the prediction)' if inside else ''}")
+    if not parts:
+        return None
+    return (f"note: measured {CONFIDENCE * 100:.0f} % intervals (the run's requests as one sample, "
+            f"analysis/measured_noise.py): " + ", ".join(parts))

@@ -358,6 +358,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     rows = validation_table(predicted.summary, measured.summary)
     label = f"{sc.name} / {args.arm}"
     print(format_validation(rows, f"validate {label} (profile {profile.name}; {measured.summary['source']})"))
+    from specsched.analysis.measured_noise import interval_line, run_intervals
+
+    if (noise := interval_line(rows, run_intervals(measured, [r["metric"] for r in rows]))) is not None:
+        print(noise)   # a miss inside is within what a rerun could measure
     if (itl_note := itl_rung_note(predicted, measured)) is not None:
         print(f"note: {itl_note}")
     from specsched.analysis.plan_agreement import plan_agreement

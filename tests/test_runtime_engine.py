@@ -382,3 +382,19 @@ def test_a_chain_drafter_is_measured(tmp_path, capsys):
                      "--set", "server.speculative_eagle_topk=1", "--set", "server.speculative_num_draft_tokens=3"]) == 0
         summary = json.loads((out / "summary.json").read_text())
         assert summary["completed"] == 2 and summary["total_output_tokens"] == 6
+
+
+def test_validate_on_a_device_gives_the_measured_figures_sampling_intervals(tmp_path, capsys, monkeypatch):
+    """``specsched validate CELL --device cpu``: under the table, each TTFT/TPOT figure's 95 %
+    interval over the measured run's requests, marked where it holds the prediction (a miss
+    inside is within what a rerun could measure: analysis/measured_noise.py)."""
+    from specsched.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    sc = tmp_path / "s.yaml"
+    sc.write_text("name: t\nprofile: h200-1b\nacceptance: {mean_accept_length: 2.0}\nserver: {max_running_requests: 4}\n"
+                  "workload: {kind: burst, num_requests: 12, input_len: {kind: fixed, value: 8}, "
+                  "output_len: {kind: fixed, value: 3}}\n")
+    assert main(["validate", str(sc), "--device", "cpu", "--preset", "tiny", "--profile", "h200-1b", "-q"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("note: measured 95 % intervals"))
+    assert "median_ttft_ms " in line and "median_itl_ms" not in line
