@@ -36,7 +36,9 @@ read over the padded rows ``P(bs)`` at the column timed at that width:
 request's own KV, each costing ``f = gpu.attention_padding_cost`` of a real one).
 
 A mixed step (``enable_mixed_chunk``) is one extend forward: the running requests are
-one-token extend rows at their context (0.5.23 schedule_batch.py ``mix_with_running``);
+one-token extend rows at their context (0.5.23 schedule_batch.py ``mix_with_running``),
+priced as the chunk's extend, the rows' token work off the extend grid and the rows' KV
+reads, the decode grid's context part at the rows (:meth:`CostModel.mixed_extend_s`);
 under ``gpu.mixed_forward: extend_then_decode`` (the runtime's profiles) the chunk's extend
 and then the running rows' decode step, as runtime/engine.py runs it.
 
@@ -198,6 +200,11 @@ class CostModel:
         self.inject = g.draft_inject.interpolator("gpu.draft_inject") if g.draft_inject is not None else None
         self.step_grid = grid.interpolator(key)
         self.c0 = float(grid.context_len[0])
+        # a mixed step's running rows read their KV as a decode forward's rows do: priced by
+        # the decode grid's context part (the step grid's where the profile has no decode grid)
+        rows = g.decode if g.decode is not None else grid
+        self.rows_grid = self.step_grid if rows is grid else rows.interpolator("gpu.decode")
+        self.rows_c = tuple(float(c) for c in rows.context_len[:2])
         # a DSpark prefill whose slot expansion blocks the host: the extend and its injection
         # are launched apart, the block between them (runtime/engine.py ``_host_block``)
         self.block_splits_prefill = bool(server.prefill_slot_expansion_sync and spec.enabled and spec.is_block)
@@ -437,7 +444,8 @@ class CostModel:
             # speculative decoding): one extend forward over all rows, its weights read once.
             # A profile whose mixed steps run the rows' own decode after the extend
             # (gpu.mixed_forward, the runtime's) prices them below as decode rows
-            n_ext = plan.batch_size
+            rows = plan.prefix_lens[n_ext:]
+            return GpuCost(extend_s=self.mixed_extend_s(plan.extend_lens[:n_ext], plan.prefix_lens[:n_ext], rows))
         if n_ext:
             extend_s = self.extend_s(plan.extend_lens[:n_ext], plan.prefix_lens[:n_ext])
         decode_s = penalty = 0.0
@@ -447,6 +455,56 @@ class CostModel:
             decode_s, penalty = self._decode(n_dec, sum(pre), max(pre) if self.padded_attention else None,
                                              cross_queue and plan.mode is not ForwardMode.MIXED)
         return GpuCost(extend_s, decode_s, penalty)
+
+    def mixed_extend_s(self, extend_lens: tuple[int, ...] | list[int], prefix_lens: tuple[int, ...] | list[int],
+                       row_ctx: tuple[int, ...] | list[int], read: tuple[int, float] | None = None) -> float:
+        """GPU seconds of a mixed step run as one extend forward (``gpu.mixed_forward``
+        ``one_extend``): the chunk's extends of ``extend_lens`` after ``prefix_lens`` and one
+        one-token row per running request at its context ``row_ctx``.
+
+        The chunk costs what it costs alone (:meth:`extend_s`); each row's token goes
+        through the forward's GEMMs with the chunk's, the extend grid's token work at its
+        first context column ``c0`` from the chunk's tokens to the whole forward's (each
+        side at the token bucket its piecewise graph pads it to, as :meth:`extend_bucket`
+        says); and each row's attention reads its own KV once, as a decode row does
+        (SGLang 0.5.23 schedule_batch.py ``mix_with_running`` makes each running request an
+        extend of one token after its ``prefix_len`` cached ones, and the ragged extend
+        attention walks every request's cached KV): :meth:`rows_context_s`. The extend
+        grid alone cannot price that read: its context axis is the batch's mean attended
+        keys per extend token, where a one-token row weighs one token whatever KV it
+        reads, so a 256-token chunk beside 12 rows at 16K tokens of context was priced
+        below the rows' own decode step (Llama-3.1-8B, H100: 9.4 ms against 16.2 ms)
+        although the forward reads all of their KV and runs the chunk besides.
+
+        ``read``: (rows, mean context) whose KV read the forward waits for, where it is not
+        ``row_ctx``'s own (DP attention: the slowest rank's, sim/dp_attention.py)."""
+        t = self.extend_s(extend_lens, prefix_lens)
+        n = len(row_ctx)
+        if not n:
+            return t
+        tokens = sum(extend_lens)
+        c0 = self.extend_c0
+        # the rows' token work: the padded forward's tokens at c0 over the chunk's alone
+        alone = self.extend_bucket(tokens) or tokens
+        whole = self.extend_bucket(tokens + n) or tokens + n
+        t += max(0.0, self.extend.peek(whole, c0) - self.extend.peek(alone, c0))
+        return t + self.rows_context_s(*(read or (n, sum(row_ctx) / n)))
+
+    def rows_context_s(self, n: int, ctx: float) -> float:
+        """GPU seconds ``n`` one-token rows at mean context ``ctx`` spend on their context
+        (each reads its KV once): the decode grid's context part at ``n`` rows measured from
+        no context, ``D(n, ctx) - D(n, c0)`` plus the ``c0`` column's read (KV bytes read
+        grow linearly with context; :meth:`_c0_read`). Read off the step grid where the
+        profile has no decode grid (a verify grid's context part at ``n`` requests: their KV
+        read, and its draft forward's where the grid holds one). 0 for a grid with one
+        context column (no per-context slope)."""
+        c0, *rest = self.rows_c
+        if not rest:
+            return 0.0
+        c1 = rest[0]
+        grid = self.rows_grid
+        base = grid.peek(n, c0)
+        return max(0.0, grid(n, ctx) - base + c0 * (grid.peek(n, c1) - base) / (c1 - c0))
 
     def _decode(self, n_dec: int, ctx_sum: int, max_ctx: int | None, cross_queue: bool) -> tuple[float, float]:
         """(decode seconds, cross-queue penalty) of a launch's ``n_dec`` decode/verify rows
@@ -765,7 +823,8 @@ class CostModel:
         written once when it ends (:mod:`sim.grid_range`)."""
         name = self.profile.name
         notes: list[RangeNote] = []
-        for interp in (self.step_grid, self.extend, self.inject, self.draft_step):
+        extra = () if self.rows_grid is self.step_grid else (self.rows_grid,)
+        for interp in (self.step_grid, self.extend, self.inject, self.draft_step, *extra):
             if not isinstance(interp, GridInterp):
                 continue
             # a padded_max profile reads its decode/verify grid at the padded width, which

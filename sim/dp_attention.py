@@ -476,6 +476,13 @@ class DPCost:
         if plan.num_extend == plan.batch_size or (not self.cost.spec and plan.mode is ForwardMode.MIXED):
             ext = [(p.extend_lens[i], p.prefix_lens[i]) for p in live for i in range(p.num_extend)]
             dec = [(p.extend_lens[i], p.prefix_lens[i]) for p in live for i in range(p.num_extend, p.batch_size)]
+            if dec and not self.group.mixed_split:
+                # the running rows' tokens ride in the group's extend; each rank reads its own
+                # rows' KV, as its decode step would: the slowest rank's, over dp x its rows
+                b = max(p.batch_size - p.num_extend for p in live)
+                kv = max(sum(p.prefix_lens[p.num_extend:]) for p in live) * self.kv_ratio
+                return GpuCost(self.group.mixed_extend_s(tuple(e for e, _ in ext), tuple(q for _, q in ext),
+                                                         tuple(q for _, q in dec), read=(self.dp * b, kv / (self.dp * b))))
             rows = ext + dec
             merged = BatchPlan(plan.step, plan.mode, tuple(range(len(rows))), tuple(r[0] for r in rows),
                                tuple(r[1] for r in rows), num_extend=len(ext))

@@ -564,7 +564,8 @@ def mixed_plan(lens, pre, dec_ctx):
                                         ({"mixed_forward": "extend_then_decode"}, True)])
 def test_a_mixed_step_runs_as_the_profile_says(gpu, split):
     """gpu.mixed_forward: ``one_extend`` (SGLang's mix_with_running, ragged kernels) prices
-    the running rows as one-token extend rows of the chunk's forward; ``extend_then_decode``
+    the running rows as one-token extend rows of the chunk's forward, each reading its KV as
+    a decode row does (the decode grid's context part); ``extend_then_decode``
     (the runtime: runtime/engine.py ``_launch_call`` runs the extend, then the rows' decode
     step) prices the extend alone plus the rows' decode/verify step. The default follows
     the extend attention: ``padded_max`` profiles are the runtime's. Round 43 measured the
@@ -579,7 +580,10 @@ def test_a_mixed_step_runs_as_the_profile_says(gpu, split):
                                                            max(dec) if model.padded_attention else None), rel=1e-12)
     else:
         assert cost.decode_s == 0.0
-        assert cost.extend_s == pytest.approx(model.extend_s(lens + [1] * len(dec), pre + dec), rel=1e-12)
+        rows = model.rows_context_s(len(dec), sum(dec) / len(dec))
+        assert rows > 0.0
+        assert cost.extend_s == pytest.approx(model.mixed_extend_s(lens, pre, dec), rel=1e-12)
+        assert cost.extend_s > alone + rows
     assert model.profile.gpu.mixed_split is split
 
 
