@@ -822,7 +822,10 @@ def test_a_4bit_checkpoint_is_read_from_its_quantization_config(quant, fmt):
 LLAMA_PROFILE_SHA256 = {
     ("H200", 1, None): "731e6428c7eb393c9c59ee76fd0d1d6ce25c783266526069302b808e483ae3e9",
     ("B200", 2, None): "72945d1ad20905b988f96e54f9bb7d1348f2218c1d4bbc7381313cb1523747ab",
-    ("H200", 1, "fp8"): "4a13a691ea1247c1e60f04755357180ae23200460a224af6ad86d65bbd06416b",
+    # fp8: the grids where the LM head's GEMM is compute-bound moved when it went to the bf16
+    # peak (test_the_lm_head_runs_at_bf16_whatever_the_weight_format); it was
+    # 4a13a691ea1247c1e60f04755357180ae23200460a224af6ad86d65bbd06416b
+    ("H200", 1, "fp8"): "0c38683765e5823b47ab427da4c77bea1d3fef20492d2d02e35aeb03d11a9911",
     ("MI355X", 1, None): "7ab7851e8ce4852b1a921159e1b5ea340922de59363a8dcf2e6edd6404dd37a4",
 }
 """SHA-256 of llama-3.1-8b's profile as written before 4-bit weights were priced, less the
@@ -885,7 +888,9 @@ def test_a_bf16_or_fp8_profile_is_unchanged_by_the_4bit_formats(gpu, tp, dtype):
     assert _digest(d) == LLAMA_PROFILE_SHA256[gpu, tp, dtype]
     if gpu == "H200":  # untouched datasheet text: byte for byte, the date aside
         assert full == {None: "db362322571b60a3a7bf46cd3e55aecd01466cdb7237720c7f9ec1196fa5198f",
-                        "fp8": "a37cb0f020707690936e09687412d76d825e3144dec2892d1749664eddcce040"}[dtype]
+                        # fp8 was a37cb0f020707690936e09687412d76d825e3144dec2892d1749664eddcce040
+                        # before the LM head went to the bf16 peak (above)
+                        "fp8": "5b7118fb56396eb3472ef42100269439386e846b0b6e2bede632ae4f940d32ee"}[dtype]
 
 
 @pytest.mark.parametrize(("model", "quant", "dtype", "said", "unsaid"), [
@@ -1207,3 +1212,16 @@ def test_the_draft_extend_after_verify_runs_the_whole_verify_window(bs):
     cm.step_s(bs, 2000)
     rows = cm.padded_batch(bs)
     assert calls == [(rows, bs, ndt), (rows, bs, topk)] and cm.extra_draft_steps == steps - 1
+
+
+@pytest.mark.parametrize("dtype", ["fp8", "mxfp4", "nvfp4", "int4"])
+def test_the_lm_head_runs_at_bf16_whatever_the_weight_format(dtype):
+    """SGLang 0.5.23 quantizes LinearBase and FusedMoE modules only (layers/quantization/
+    fp8.py ``Fp8Config.get_quant_method``; the 4-bit configs likewise): the LM head, a
+    ``VocabParallelEmbedding``, stays bf16, its GEMM at the bf16 peak. A verify with 2048
+    logit rows is compute-bound there; under fp8 it was priced at the fp8 peak, half the
+    time of the same bf16 GEMM."""
+    gpu = load_gpu("B200")
+    bf16 = decode_like(L8, gpu, Parallel(tp=1, dtype="bf16"), EFF, 256, 8, 1024).lm_head_s
+    other = decode_like(L8, gpu, Parallel(tp=1, dtype=dtype), EFF, 256, 8, 1024).lm_head_s
+    assert other == pytest.approx(bf16, rel=1e-12)

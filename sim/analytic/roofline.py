@@ -368,7 +368,11 @@ def forward_cost(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, 
     t = max(tokens, 1.0)
     peak_mm = gpu.peak_flops(gemm_dtype(par.dtype, routed=False)) * eff.matmul
     peak_experts = gpu.peak_flops(gemm_dtype(par.dtype, routed=True)) * eff.matmul
-    peak_lm = peak_mm if par.dtype not in FP4_BITS else gpu.peak_flops("bf16") * eff.matmul  # LM head stays bf16
+    # the LM head stays bf16 under every weight format: it is a VocabParallelEmbedding, which
+    # SGLang 0.5.23's quantization configs give no quantized method (layers/quantization/
+    # fp8.py Fp8Config.get_quant_method covers LinearBase and FusedMoE only; the 4-bit ones
+    # likewise), so its GEMM runs at the bf16 peak as its weights are read as bf16 below
+    peak_lm = gpu.peak_flops("bf16") * eff.matmul
     peak_attn = gpu.bf16_tflops * 1e12 * eff.attention
     bw = gpu.hbm_tbps * 1e12 * eff.hbm
     L, h = arch.num_layers, arch.hidden_size
