@@ -159,6 +159,10 @@ class SimEngine(Clients, EngineStretch):
             self.seed = scenario.seed if seed is None else seed
             # host work at the scenario's host speed (sim/host_speed.py; factor 1: this profile)
             self.profile = self._host_conditioned(profile or load_profile(scenario.profile, scenario.path or None))
+            from specsched.sim.defaults import hardware_of
+            from specsched.sim.limits import check_hardware
+
+            check_hardware(scenario, hardware_of(self.profile))   # weights that leave no KV pool: SGLang stops at start
             verifier = scenario.server.verifying_server()   # the accept lengths are drawn at its window and tree
             self.acceptance = AcceptanceModel(scenario.acceptance, verifier.accept_window, self.seed, draft_tree(verifier))
             w = scenario.workload
@@ -166,7 +170,6 @@ class SimEngine(Clients, EngineStretch):
             self._init_host(scenario.server, DeviceTokens(self.acceptance), fast_forward)
             self.specs = make_requests(scenario.workload, self.seed, scenario.path or None)
             self.offered_arrival_span_s: float | None = None   # set by _start_clients for poisson / trace
-            from specsched.sim.defaults import hardware_of
             from specsched.sim.served import served_requests
 
             # the requests as the server runs them (outputs cut, rejected rows marked), and the

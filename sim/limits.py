@@ -224,7 +224,7 @@ def check_fits(scenario: Scenario) -> None:
 
     w = scenario.workload
     hw = scenario_hardware(scenario)   # the profile's hardware block, read once for both checks
-    _check_hardware(scenario, hw)
+    check_hardware(scenario, hw)
     _check_dp_divides_tp(scenario)
     if w.kind in ("trace", "multi_turn"):
         # lengths are in the file / grow with each turn: every row and turn is checked here,
@@ -424,10 +424,16 @@ def _context(scenario: Scenario, hw: Hardware | None) -> None:
         _check_context(scenario, hw, *largest_request(scenario))
 
 
-def _check_hardware(scenario: Scenario, hw: Hardware | None) -> None:
+def check_hardware(scenario: Scenario, hw: Hardware | None) -> None:
     """Refuse a profile whose weights leave no KV pool on its GPU: SGLang stops at start
     (model_executor/pool_configurator.py ``MemoryPoolConfig``: "Not enough memory").
-    Without this the run silently kept the generic default pool (724,000 tokens)."""
+    Without this the run silently kept the generic default pool (724,000 tokens). Part of
+    :func:`check_fits`, and run by every :class:`sim.engine.SimEngine` (the Python API
+    simulated such a server at that pool where the command line refused it).
+
+    Raises:
+        ConfigError: naming ``hardware.weight_bytes``, ``server.mem_fraction_static`` or
+            ``server.dp_size``, as :func:`check_fits`."""
     from specsched.sim.defaults import (
         activation_tokens,
         attention_tp_hardware,

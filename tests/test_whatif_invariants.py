@@ -208,6 +208,22 @@ def test_weights_that_leave_no_kv_pool_are_refused(scenario_file, tmp_path, caps
              "hardware.weight_bytes", "Not enough memory")
 
 
+def test_the_python_api_refuses_weights_that_leave_no_kv_pool_too(scenario_file, tmp_path):
+    """``run_scenario`` / ``SimEngine`` (a notebook, a script) simulated Llama-3.1-70B bf16 on
+    one 80 GiB A100 at the generic 724,000-token pool where the command line refused it."""
+    from specsched.sim.config import load_scenario
+    from specsched.sim.engine import run_scenario
+    from specsched.sim.errors import ConfigError
+    from specsched.sim.profile import load_profile
+
+    prof = tmp_path / "l70-a100.yaml"
+    write_analytic_profile(build_profile(load_model("llama-3.1-70b"), load_gpu("A100-80G"), 1), prof)
+    sc = load_scenario(scenario_file / "whatif.yaml")
+    with pytest.raises(ConfigError, match="Not enough memory") as e:
+        run_scenario(sc.model_copy(update={"profile": str(prof)}), profile=load_profile(str(prof)), warn=False)
+    assert e.value.key == "hardware.weight_bytes"
+
+
 def test_the_no_pool_figures_of_profile_and_run_agree(scenario_file, tmp_path, capsys):
     """A profile with a drafter: `profile --analytic` warned of 66.5 GiB of weights and `run`
     (no speculative decoding, so no drafter loaded) refused hardware.weight_bytes = '65.7 GiB',
