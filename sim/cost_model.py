@@ -805,16 +805,24 @@ class CostModel:
         behind a graph replay; SGLang's eager fallback, cuda_graph_runner.py can_run).
         ``prepared``: the injection was prepared inside a slot-expansion block (the loop
         keeps that batch: runtime/engine.py ``_host_block``), so its launch issues without
-        the preparation (host.inject_prepare_s, which launch_per_inject_s holds)."""
+        the preparation (host.inject_prepare_s, which launch_per_inject_s holds). A mixed step
+        run as one extend forward issues as one extend of the chunk's and its rows' tokens
+        (its bucket, graph or eager, is the whole forward's), with no decode step of its own."""
         h = self.h
-        eager = self.extend_bucket(plan.num_extend_tokens) is None
+        # a mixed step run as one extend forward (mix_with_running) is bucketed as the whole
+        # forward, chunk and one-token rows together (0.5.23 prefill graph runner: the batch's
+        # token count picks the bucket), and has no decode rows of its own to issue
+        one_forward = plan.mode is ForwardMode.MIXED and not self.mixed_split and part == "main"
+        rows = plan.batch_size - plan.num_extend
+        tokens = plan.num_extend_tokens + (rows if one_forward else 0)
+        eager = self.extend_bucket(tokens) is None
         if part != "main":
             base = h.launch_per_inject_s
             if eager and h.launch_per_inject_eager_s is not None:
                 base = max(base, h.launch_per_inject_eager_s)
             t = base + h.launch_per_inject_token_s * plan.num_extend_tokens
             return max(0.0, t - h.inject_prepare_s) if prepared else t
-        t = self.eager_issue_s(plan.batch_size - plan.num_extend)
+        t = 0.0 if one_forward else self.eager_issue_s(rows)
         if plan.num_extend:
             # an extend the piecewise prefill graph cannot take runs eagerly (SGLang 0.5.23
             # model_runner.py forward_extend: eager_runner.execute): where the profile gives that
@@ -822,7 +830,7 @@ class CostModel:
             base = h.launch_per_extend_s
             if eager and h.launch_per_extend_eager_s is not None:
                 base = max(base, h.launch_per_extend_eager_s)
-            t += base + h.launch_per_extend_token_s * plan.num_extend_tokens
+            t += base + h.launch_per_extend_token_s * tokens
         return t
 
     def range_notes(self) -> list[RangeNote]:

@@ -85,3 +85,22 @@ def test_dp_attention_prices_the_slowest_ranks_rows():
     # and that rank's rows' KV is read in the forward: more than the chunks alone
     alone = cost.gpu(GroupPlan(0, (chunk_only,) * 4)).total_s
     assert busy_one > alone + 0.9 * cost.group.rows_context_s(4 * 8, 8 * 20000 * cost.kv_ratio / (4 * 8))
+
+
+def test_a_mixed_forwards_host_issue_is_the_whole_forwards_not_a_decode_steps():
+    """The issue of a mixed step run as one extend forward: its token bucket is the chunk's and
+    the rows' tokens together (mix_with_running adds the rows to the extend; the prefill graph
+    runner buckets the forward's token count), and its rows issue no eager decode step of
+    their own, however many there are above cuda_graph_max_bs (they were charged one)."""
+    srv = SERVER.model_copy(update={"cuda_graph_max_bs": 8})
+    model = CostModel(L8, srv)
+    assert L8.gpu.eager_host_issue_s
+    many = mixed([256], [0], [1000] * 40)   # 40 rows above the 8 captured decode sizes
+    alone = BatchPlan(step=0, mode=ForwardMode.EXTEND, rids=(0,), extend_lens=(256,), prefix_lens=(0,), num_extend=1,
+                      new_rids=(0,))
+    h = L8.host
+    extra_tokens = h.launch_per_extend_token_s * 40
+    assert model.issue(many) < model.issue(alone) + model.eager_issue_s(40)
+    eager_whole = model.extend_bucket(256 + 40) is None
+    if eager_whole == (model.extend_bucket(256) is None):   # the same bucket kind: only the rows' tokens differ
+        assert abs(model.issue(many) - (model.issue(alone) + extra_tokens)) < 1e-12
