@@ -628,12 +628,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     # the runs a local process pool holds at once (a Dask cluster's workers are other machines)
     runs = math.prod(len(v) for k, v in grid.items() if k != "arm") * len(arms) * args.seeds
     at_once = 1 if args.scheduler is not None else min(runs, args.workers or os.cpu_count() or 1)
+    axes = {k: v for k, v in grid.items() if k != "arm"}
+    first = {k: v[0] for k, v in axes.items()}   # the --set keys may need an axis to make a scenario
     for arm in arms:  # the largest point of each arm; a --grid axis wins over --set
         for combo in itertools.product(*files.values()):
-            point = dict(base, **({"workload.num_requests": max(sizes)} if sizes != [None] else {}),
-                         **dict(zip(files, combo, strict=True)))
+            point = {**base, **first, **({"workload.num_requests": max(sizes)} if sizes != [None] else {}),
+                     **dict(zip(files, combo, strict=True))}
             check_workload(args.scenario, str(arm), point, args.max_requests, at_once)
-    axes = {k: v for k, v in grid.items() if k != "arm"}
     points = [(str(arm), {**base, **dict(zip(axes, combo, strict=True))})
               for arm in arms for combo in itertools.product(*axes.values())]
     from specsched.analysis.overrides import load_scenario_with_overrides
@@ -647,7 +648,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from specsched.sim.sglang_launch_args import is_inert, unmodelled
 
     # a profile axis' values are named by its runs
-    _print_scenario_notes([load_scenario_with_overrides(args.scenario, str(arm), base) for arm in arms],
+    _print_scenario_notes([_set_only(args.scenario, str(arm), base, first) for arm in arms],
                           [str(arm) for arm in arms], {k: v for k, v in axes.items() if is_inert(k.rsplit(".", 1)[-1])
                            or (unmodelled(k.rsplit(".", 1)[-1]) is not None and len(v) > 1
                                and _all_load(args.scenario, str(arms[0]), base, k, v))})
@@ -674,6 +675,22 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if report.failed:
         console.print(f"details: {report.path.with_name(report.path.name + '.failures.json')}")
     return 1 if report.failed else 0
+
+
+def _set_only(scenario: str, arm: str, base: dict[str, Any], first: dict[str, Any]) -> Any:
+    """``arm`` of ``scenario`` loaded with a sweep's ``--set`` keys (``base``), else, where those
+    alone make no valid scenario, with each grid axis at its first value too (``first``):
+    ``--set server.speculative_algorithm=eagle --grid acceptance.mean_accept_length=2,3`` on a
+    file without speculation has no acceptance until the axis gives one, and was refused
+    before any point ran though every point is valid."""
+    from specsched.analysis.overrides import load_scenario_with_overrides
+
+    try:
+        return load_scenario_with_overrides(scenario, arm, base)
+    except ConfigError:
+        if not first:
+            raise
+        return load_scenario_with_overrides(scenario, arm, {**base, **first})
 
 
 def sweep_defaults_differ(scenario: str, grid: dict[str, list[Any]], points: list[tuple[str, dict[str, Any]]]) -> str:

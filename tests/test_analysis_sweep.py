@@ -585,3 +585,25 @@ def test_a_second_sweep_over_other_parameters_is_told_the_exact_out_to_give(tmp_
 
     assert other_out(first, ("server.speculative_num_draft_tokens",), [("server.sync_mode",)]) == \
         first.with_name("sweep-batch8-ll-speculative_num_draft_tokens-2.parquet")
+
+
+def test_a_set_that_only_the_grid_completes_runs_every_point(tmp_path, capsys):
+    """``--set`` keys that make a valid scenario only with an axis (speculation switched on
+    in a file without it, its accept length swept) run: the --set keys were loaded alone
+    before any point and refused for the acceptance the axis gives."""
+    from specsched.cli import main
+
+    out = tmp_path / "a.parquet"
+    assert main(["sweep", "poisson8b-fixed", "--set", "workload.num_requests=8", "--set",
+                 "server.speculative_algorithm=eagle", "--grid", "acceptance.mean_accept_length=1.5,2.5",
+                 "--out", str(out), "--workers", "1", "-q"]) == 0
+    table = read_sweep(out)
+    acc = table[table["metric"] == "accept_length"].groupby("acceptance.mean_accept_length")["value"].mean()
+    assert acc[1.5] < acc[2.5]
+    capsys.readouterr()
+    # a --set that no point makes valid is still refused before any run, in one line
+    assert main(["sweep", "poisson8b-fixed", "--set", "workload.num_requests=8", "--set",
+                 "server.speculative_algorithm=eagle", "--grid", "server.chunked_prefill_size=2048,4096",
+                 "--out", str(tmp_path / "b.parquet"), "--workers", "1", "-q"]) == 2
+    assert "acceptance" in capsys.readouterr().err
+    assert not (tmp_path / "b.parquet").exists()
