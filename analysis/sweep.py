@@ -59,9 +59,9 @@ from specsched.sim.atomic import target_lock
 from specsched.sim.config import SCENARIO_FILE
 from specsched.sim.errors import ConfigError
 from specsched.sim.grid_range import write_warnings
-from specsched.sim.input_files import adopt_streams, read_input, streams_read
+from specsched.sim.input_files import adopt_streams, is_stream, read_input, streams_read
 from specsched.sim.limits import check_fits
-from specsched.sim.profile import load_profile
+from specsched.sim.profile import load_profile, resolve_profile_path
 from tqdm.auto import tqdm
 
 META_KEY = "specsched.sweep"
@@ -178,6 +178,31 @@ def _build_table(rows: pd.DataFrame, order: Mapping[str, int]) -> pd.DataFrame:
 
 def _file_sha(path: Path) -> str:
     return hashlib.sha256(read_input(path, SCENARIO_FILE)).hexdigest()   # a piped scenario read once
+
+
+def _profile_shas(scenarios: Iterable[Any]) -> dict[str, str]:
+    """The SHA-256 of each profile file the points read, by its resolved path. A profile
+    written again under the same name (``specsched profile --analytic ... --out`` for another
+    GPU, ``calibrate --from ... --out`` refitting it) changes every prediction while the
+    scenario file stays the same: resumed, the runs made with the old costs were kept as
+    the new profile's."""
+    shas: dict[str, str] = {}
+    for sc in scenarios:
+        p = resolve_profile_path(sc.profile, sc.path or None)
+        key = str(p if is_stream(p) else Path(p).resolve())   # the same file from another folder
+        if key not in shas:
+            shas[key] = hashlib.sha256(read_input(p, "a YAML profile")).hexdigest()
+    return shas
+
+
+def _check_same_profiles(out: Path, old: Mapping[str, str] | None, new: Mapping[str, str]) -> None:
+    """Refuse to resume ``out`` when a profile file its runs read has changed since
+    (:func:`_profile_shas`); a file written before profiles were recorded resumes as before."""
+    for p, sha in new.items():
+        if isinstance(old, Mapping) and old.get(p) not in (None, sha):
+            raise ConfigError(str(out), "<resume>", p,
+                              "its runs were made with a different version of this profile file; "
+                              "use --no-resume to overwrite it or choose another --out")
 
 
 def read_sweep(path: str | Path) -> pd.DataFrame:
@@ -382,6 +407,7 @@ def run_sweep(
     order = {pid: i for i, pid in enumerate(ids)}
     sha = _file_sha(path)
     meta = {META_KEY: json.dumps({"scenario_path": str(path), "scenario_sha256": sha,
+                                  "profile_sha256": _profile_shas(scenarios),
                                   "grid": {k: list(v) for k, v in grid.items()}, "seeds": seeds}, default=str)}
 
     check_writable(out)
@@ -451,6 +477,11 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
             raise ConfigError(str(out), "<resume>", str(path),
                               "was produced from a different version of the scenario file; "
                               "use --no-resume to overwrite it or choose another --out")
+        mine = json.loads(meta[META_KEY])
+        _check_same_profiles(out, old.get("profile_sha256"), mine["profile_sha256"])
+        if isinstance(old.get("profile_sha256"), dict):   # the kept runs' profiles stay recorded
+            mine["profile_sha256"] = {**old["profile_sha256"], **mine["profile_sha256"]}
+            meta = {META_KEY: json.dumps(mine, default=str)}
         existing = existing[columns]
     # runs a killed sweep finished after its last save
     logged, logged_samples = read_run_log(log) if resume else (existing.iloc[:0], empty_samples())

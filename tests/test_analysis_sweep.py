@@ -607,3 +607,25 @@ def test_a_set_that_only_the_grid_completes_runs_every_point(tmp_path, capsys):
                  "--out", str(tmp_path / "b.parquet"), "--workers", "1", "-q"]) == 2
     assert "acceptance" in capsys.readouterr().err
     assert not (tmp_path / "b.parquet").exists()
+
+
+def test_resume_refuses_results_of_a_rewritten_profile(tmp_path):
+    """A profile written again under the same name (another GPU, a refit) changes every
+    prediction while the scenario file stays the same: resuming kept the old runs as the
+    new profile's, printed as its prediction ('0 run(s) done now, 2 already there')."""
+    from specsched.sim.bundled import profiles_dir
+
+    prof = tmp_path / "p.yaml"
+    prof.write_bytes((profiles_dir() / "mi355x-dsv41-flash-tp4.yaml").read_bytes())
+    scenario = write_demo_scenario(tmp_path / "demo.yaml", profile=str(prof))
+    out = tmp_path / "sweep.parquet"
+    kw = {"executor": ThreadPoolExecutor(1), "runner": synthetic_run, "progress": False}
+    run_sweep(scenario, {"server.chunked_prefill_size": [2048]}, 1, out, **kw)
+    assert run_sweep(scenario, {"server.chunked_prefill_size": [2048, 4096]}, 1, out, **kw).skipped == 1
+    before = read_sweep(out)
+    prof.write_text(prof.read_text() + "\n# refitted\n")
+    with pytest.raises(ConfigError, match="different version of this profile") as e:
+        run_sweep(scenario, {"server.chunked_prefill_size": [2048, 4096]}, 1, out, **kw)
+    assert str(prof.resolve()) in str(e.value) and "--no-resume" in str(e.value)
+    pd.testing.assert_frame_equal(read_sweep(out), before)
+    assert run_sweep(scenario, {"server.chunked_prefill_size": [2048]}, 1, out, resume=False, **kw).ran == 1
