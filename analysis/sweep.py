@@ -56,12 +56,22 @@ from specsched.analysis.sweep_store import (
     samples_path,
 )
 from specsched.sim.atomic import target_lock
+from specsched.sim.bundled import scenario_data_path
 from specsched.sim.config import SCENARIO_FILE
 from specsched.sim.errors import ConfigError
 from specsched.sim.grid_range import write_warnings
-from specsched.sim.input_files import adopt_streams, is_stream, read_input, streams_read
+from specsched.sim.input_files import (
+    adopt_streams,
+    is_input_file,
+    is_stream,
+    open_input,
+    read_input,
+    streams_read,
+    unreadable,
+)
 from specsched.sim.limits import check_fits
 from specsched.sim.profile import load_profile, resolve_profile_path
+from specsched.sim.workload_config import LengthDist
 from tqdm.auto import tqdm
 
 META_KEY = "specsched.sweep"
@@ -180,28 +190,58 @@ def _file_sha(path: Path) -> str:
     return hashlib.sha256(read_input(path, SCENARIO_FILE)).hexdigest()   # a piped scenario read once
 
 
-def _profile_shas(scenarios: Iterable[Any]) -> dict[str, str]:
-    """The SHA-256 of each profile file the points read, by its resolved path. A profile
-    written again under the same name (``specsched profile --analytic ... --out`` for another
-    GPU, ``calibrate --from ... --out`` refitting it) changes every prediction while the
-    scenario file stays the same: resumed, the runs made with the old costs were kept as
-    the new profile's."""
+def _data_files(sc: Any) -> list[str]:
+    """The data files a scenario's workload reads, as written: a trace, an agentic trace,
+    length histograms (``kind: file``)."""
+    w = sc.workload
+    given = [w.trace.path] if w.trace is not None else []
+    mt = w.multi_turn
+    dists = [w.input_len, w.output_len, *((mt.num_turns, mt.first_prompt_len, mt.user_len) if mt is not None else ())]
+    given += [d.path for d in dists if isinstance(d, LengthDist) and d.kind == "file" and d.path]
+    if mt is not None and mt.agentic_trace is not None:
+        given.append(mt.agentic_trace.path)
+    return given
+
+
+def _file_hash(p: Path, expected: str) -> str:
+    """SHA-256 of the file's bytes as its reader gets them, read in blocks (a trace may be large)."""
+    h = hashlib.sha256()
+    try:
+        with open_input(p, expected) as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    except OSError as e:
+        raise unreadable(p, e) from None
+    return h.hexdigest()
+
+
+def _input_shas(scenarios: Iterable[Any]) -> dict[str, str]:
+    """The SHA-256 of each profile and data file (:func:`_data_files`) the points read, by
+    its resolved path. A profile written again under the same name (``specsched profile
+    --analytic ... --out`` for another GPU, ``calibrate --from ... --out`` refitting it) or a
+    trace regenerated in place changes every prediction while the scenario file stays the
+    same: resumed, the runs made with the old file were kept as the new one's."""
     shas: dict[str, str] = {}
-    for sc in scenarios:
-        p = resolve_profile_path(sc.profile, sc.path or None)
+
+    def add(p: Path, expected: str) -> None:
         key = str(p if is_stream(p) else Path(p).resolve())   # the same file from another folder
-        if key not in shas:
-            shas[key] = hashlib.sha256(read_input(p, "a YAML profile")).hexdigest()
+        if key not in shas and is_input_file(p):
+            shas[key] = _file_hash(p, expected)
+
+    for sc in scenarios:
+        add(resolve_profile_path(sc.profile, sc.path or None), "a YAML profile")
+        for given in _data_files(sc):
+            add(scenario_data_path(given, sc.path or None), "a data file")
     return shas
 
 
-def _check_same_profiles(out: Path, old: Mapping[str, str] | None, new: Mapping[str, str]) -> None:
-    """Refuse to resume ``out`` when a profile file its runs read has changed since
-    (:func:`_profile_shas`); a file written before profiles were recorded resumes as before."""
+def _check_same_inputs(out: Path, old: Mapping[str, str] | None, new: Mapping[str, str]) -> None:
+    """Refuse to resume ``out`` when a profile or data file its runs read has changed since
+    (:func:`_input_shas`); a file written before inputs were recorded resumes as before."""
     for p, sha in new.items():
         if isinstance(old, Mapping) and old.get(p) not in (None, sha):
             raise ConfigError(str(out), "<resume>", p,
-                              "its runs were made with a different version of this profile file; "
+                              "its runs were made with a different version of this file; "
                               "use --no-resume to overwrite it or choose another --out")
 
 
@@ -407,7 +447,7 @@ def run_sweep(
     order = {pid: i for i, pid in enumerate(ids)}
     sha = _file_sha(path)
     meta = {META_KEY: json.dumps({"scenario_path": str(path), "scenario_sha256": sha,
-                                  "profile_sha256": _profile_shas(scenarios),
+                                  "input_sha256": _input_shas(scenarios),
                                   "grid": {k: list(v) for k, v in grid.items()}, "seeds": seeds}, default=str)}
 
     check_writable(out)
@@ -478,9 +518,9 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
                               "was produced from a different version of the scenario file; "
                               "use --no-resume to overwrite it or choose another --out")
         mine = json.loads(meta[META_KEY])
-        _check_same_profiles(out, old.get("profile_sha256"), mine["profile_sha256"])
-        if isinstance(old.get("profile_sha256"), dict):   # the kept runs' profiles stay recorded
-            mine["profile_sha256"] = {**old["profile_sha256"], **mine["profile_sha256"]}
+        _check_same_inputs(out, old.get("input_sha256"), mine["input_sha256"])
+        if isinstance(old.get("input_sha256"), dict):   # the kept runs' inputs stay recorded
+            mine["input_sha256"] = {**old["input_sha256"], **mine["input_sha256"]}
             meta = {META_KEY: json.dumps(mine, default=str)}
         existing = existing[columns]
     # runs a killed sweep finished after its last save

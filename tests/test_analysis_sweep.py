@@ -624,8 +624,29 @@ def test_resume_refuses_results_of_a_rewritten_profile(tmp_path):
     assert run_sweep(scenario, {"server.chunked_prefill_size": [2048, 4096]}, 1, out, **kw).skipped == 1
     before = read_sweep(out)
     prof.write_text(prof.read_text() + "\n# refitted\n")
-    with pytest.raises(ConfigError, match="different version of this profile") as e:
+    with pytest.raises(ConfigError, match="different version of this file") as e:
         run_sweep(scenario, {"server.chunked_prefill_size": [2048, 4096]}, 1, out, **kw)
     assert str(prof.resolve()) in str(e.value) and "--no-resume" in str(e.value)
     pd.testing.assert_frame_equal(read_sweep(out), before)
     assert run_sweep(scenario, {"server.chunked_prefill_size": [2048]}, 1, out, resume=False, **kw).ran == 1
+
+
+def test_resume_refuses_results_of_a_rewritten_trace(tmp_path):
+    """A trace regenerated in place (the scenario file unchanged) is refused on resume as a
+    rewritten profile is; the same file reached from another folder still resumes."""
+    import yaml
+
+    (tmp_path / "t.csv").write_text("timestamp,input_length,output_length\n0,64,8\n0.5,32,4\n")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump({
+        "name": "tr", "profile": "h200-llama8b-roofline", "server": {"speculative_algorithm": "none"},
+        "workload": {"kind": "trace", "trace": {"path": "t.csv"}}}))
+    out = tmp_path / "sweep.parquet"
+    kw = {"executor": ThreadPoolExecutor(1), "progress": False}
+    assert run_sweep(scenario, {"server.chunked_prefill_size": [2048]}, 1, out, **kw).ran == 1
+    assert run_sweep(scenario, {"server.chunked_prefill_size": [2048]}, 1, out, **kw).skipped == 1
+    (tmp_path / "t.csv").write_text("timestamp,input_length,output_length\n0,640,80\n0.5,320,40\n")
+    with pytest.raises(ConfigError, match="different version of this file") as e:
+        run_sweep(scenario, {"server.chunked_prefill_size": [2048]}, 1, out, **kw)
+    assert str((tmp_path / "t.csv").resolve()) in str(e.value)
+
