@@ -70,6 +70,7 @@ from specsched.sim.input_files import (
     unreadable,
 )
 from specsched.sim.limits import check_fits
+from specsched.sim.policy_loader import USER_POLICY_FILES, user_policy_specs
 from specsched.sim.profile import load_profile, resolve_profile_path
 from specsched.sim.workload_config import LengthDist
 from tqdm.auto import tqdm
@@ -216,11 +217,12 @@ def _file_hash(p: Path, expected: str) -> str:
 
 
 def _input_shas(scenarios: Iterable[Any]) -> dict[str, str]:
-    """The SHA-256 of each profile and data file (:func:`_data_files`) the points read, by
-    its resolved path. A profile written again under the same name (``specsched profile
-    --analytic ... --out`` for another GPU, ``calibrate --from ... --out`` refitting it) or a
-    trace regenerated in place changes every prediction while the scenario file stays the
-    same: resumed, the runs made with the old file were kept as the new one's."""
+    """The SHA-256 of each profile, data file (:func:`_data_files`) and user policy file
+    (docs/policies.md) the points read, by its resolved path. A profile written again under
+    the same name (``specsched profile --analytic ... --out`` for another GPU, ``calibrate
+    --from ... --out`` refitting it), a trace regenerated in place or a policy class edited
+    between two sweeps changes every prediction while the scenario file stays the same:
+    resumed, the runs made with the old file were kept as the new one's."""
     shas: dict[str, str] = {}
 
     def add(p: Path, expected: str) -> None:
@@ -228,15 +230,22 @@ def _input_shas(scenarios: Iterable[Any]) -> dict[str, str]:
         if key not in shas and is_input_file(p):
             shas[key] = _file_hash(p, expected)
 
+    specs: set[str] = set()
     for sc in scenarios:
         add(resolve_profile_path(sc.profile, sc.path or None), "a YAML profile")
         for given in _data_files(sc):
             add(scenario_data_path(given, sc.path or None), "a data file")
+        srv = sc.server
+        roles = [srv.role_server(r) for r in ("prefill", "decode")] if srv.disaggregation is not None else []
+        specs.update(spec for x in (srv, *roles) for spec in user_policy_specs(x))
+    for src, spec in list(USER_POLICY_FILES.items()):   # loaded when the points were validated
+        if spec in specs:
+            add(Path(src), "a policy file")
     return shas
 
 
 def _check_same_inputs(out: Path, old: Mapping[str, str] | None, new: Mapping[str, str]) -> None:
-    """Refuse to resume ``out`` when a profile or data file its runs read has changed since
+    """Refuse to resume ``out`` when a profile, data or policy file its runs read has changed since
     (:func:`_input_shas`); a file written before inputs were recorded resumes as before."""
     for p, sha in new.items():
         if isinstance(old, Mapping) and old.get(p) not in (None, sha):

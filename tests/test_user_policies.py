@@ -397,3 +397,19 @@ def test_a_sweep_names_the_user_policys_line_that_failed(tmp_path, capsys):
     assert len(failed) == 2, failed
     assert all("boom.py:Boom raised ZeroDivisionError" in x and "boom.py line 10, in should_delay" in x
                for x in failed), failed
+
+
+def test_a_sweep_does_not_resume_runs_of_an_edited_policy_file(tmp_path, capsys):
+    """Editing a policy class and sweeping again into the same file resumed the runs made with
+    the old class ('0 run(s) done now'): the sweep records the policy file's hash and refuses."""
+    path = scenario(tmp_path, {})
+    out = tmp_path / "sw.parquet"
+    argv = ["sweep", path, "--grid", "server.max_running_requests=8,16", "--set",
+            "server.admission_delay=my_rules.py:HoldForFour", "--out", str(out), "--quiet", "--workers", "1"]
+    assert main(argv) == 0
+    assert main(argv) == 0 and "0 run(s) done now, 2 already there" in capsys.readouterr().err
+    rules = tmp_path / "my_rules.py"
+    rules.write_text(rules.read_text().replace("free_slots: int = 4", "free_slots: int = 12"))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "my_rules.py" in err and "different version of this file" in err, err
