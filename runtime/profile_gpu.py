@@ -517,6 +517,21 @@ class GpuPhases(Harness):
                 bare_spread = max(bare_spread, _iqr_rel(without) if len(without) >= 4 else 0.0)
                 if len(diffs) >= 4:   # relative to the median difference d; a non-positive d is all noise
                     spread = max(spread, min(_iqr_rel(diffs), 9.99) if d > 0 else 9.99)
+        self.draft_step_alone = steps >= 1 and not any(v > 0 for row in g for v in row)
+        if self.draft_step_alone:
+            # no point's difference resolved the step (the cycles' noise above it: a loaded
+            # host, a drafter far smaller than its target): a grid of zeros is no profile (every
+            # value 0 s, refused when written), so the step is called alone at every point, as at
+            # window 2; that charges the per-call work once per step (high by the 0.81 / 0.70 ms
+            # above on CPU). The differences' spread stays: `specsched profile` warns of it.
+            for j, c in enumerate(self.contexts):
+                for i, b in enumerate(self.bs):
+                    rows = self.grid_rows[:b]
+                    with self.dev.use("forward"):
+                        rows_t = self.dev.h2d(rows)
+                    ts = self._measure(f"draft_step bs {b} @ctx {c} (alone)", "draft_step_alone",
+                                       self._step_fn("draft_step", rows, rows_t, c, graph=True))
+                    g[i][j] = statistics.median(ts)
         self.grid["draft_step"], self.grid_spread["draft_step"] = g, spread
         if steps >= 1:
             self.grid["chain_verify"], self.grid_spread["chain_verify"] = bare, bare_spread

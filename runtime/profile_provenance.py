@@ -275,9 +275,14 @@ class Provenance:
                  f"call, the same with draft_steps=False) / {W - 2}: "
                  f"what the {W - 2} serial one-token steps of the drafter {draft_preset(self.preset)} add to a chain "
                  f"cycle at window {W}, per step (the per-call work around a forward, which a cycle pays once, "
-                 "cancels; a step called alone would charge it per step)" if W >= 3 else
+                 "cancels; a step called alone would charge it per step)"
+                 if W >= 3 and not getattr(self, "draft_step_alone", False) else
                  f"one runtime.model.ModelRunner.draft_step(rows, graph=True): the drafter {draft_preset(self.preset)} "
-                 "over one token per request at its committed length (window 2 has no serial step to difference)")
+                 "over one token per request at its committed length " + (
+                     "(window 2 has no serial step to difference)" if W < 3 else
+                     f"({self._reps_text('draft_step_alone')}): the chain cycle with its {W - 2} serial steps less the "
+                     "same without them was not above 0 at any point (their noise above the step), so each point is "
+                     "the step called alone, which charges the per-call work around a forward once per step: high"))
                 + " (x = batch = tokens), the serial step a chain "
                 "drafter (eagle/mtp, topk 1) runs speculative_num_steps - 1 times per cycle, on top of "
                 + ("gpu.verify_chain (the chain cycle without them)" if "chain_verify" in self.grid else
