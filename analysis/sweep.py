@@ -205,7 +205,8 @@ def _data_files(sc: Any) -> list[str]:
 
 
 def _file_hash(p: Path, expected: str) -> str:
-    """SHA-256 of the file's bytes as its reader gets them, read in blocks (a trace may be large)."""
+    """SHA-256 of the file's bytes as stored (a compressed trace's compressed bytes), read in
+    blocks: a trace may be large."""
     h = hashlib.sha256()
     try:
         with open_input(p, expected) as f:
