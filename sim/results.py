@@ -77,10 +77,64 @@ def _write_summary(result: RunResult, d: Path) -> None:
     (d / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
 
 
+def _relocated(sc: dict[str, Any], d: Path) -> dict[str, Any]:
+    """``sc`` with each file it names by a relative path (the profile, a workload's ``path``:
+    a trace, an agentic trace, a length histogram; a server policy's ``FILE.py:Class``) made
+    relative to the results folder ``d``, where the saved scenario.yaml sits: a reader resolves
+    them beside the scenario file it loads (sim/profile.py, sim/trace.py), so the saved copy
+    named files beside the original scenario and could not be run again from its results
+    folder ("trace file does not exist"). A file is found as the run found it, beside the
+    original scenario, then from the working directory; a name that is no file (a bundled
+    profile, a shipped example) is left as it is. Relative, not absolute: no machine paths in
+    results."""
+    import os
+
+    base = Path(sc["path"]).resolve().parent if sc.get("path") else None
+    here = d.resolve()
+
+    def move(v: Any) -> Any:
+        if not isinstance(v, str) or not v or Path(v).is_absolute():
+            return v
+        for cand in ([base / v] if base is not None else []) + [Path(v)]:
+            if cand.is_file():
+                return os.path.relpath(cand.resolve(), here)
+        return v
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: move(v) if k == "path" else walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(x) for x in node]
+        return node
+
+    def files_of(node: dict[str, Any]) -> dict[str, Any]:
+        node = dict(node)
+        if "profile" in node:
+            node["profile"] = move(node["profile"])
+        if isinstance(node.get("workload"), dict):
+            node["workload"] = walk(node["workload"])
+        return node
+
+    out = files_of(sc)
+    if isinstance(sc.get("arms"), dict):   # an arm's own trace or profile, beside the scenario too
+        out["arms"] = {a: files_of(o) if isinstance(o, dict) else o for a, o in sc["arms"].items()}
+    servers = [out.get("server")]
+    if isinstance(out.get("server"), dict):
+        out["server"] = dict(out["server"])
+        servers = [out["server"]]
+    for srv in servers:
+        for key in ("admission_delay", "schedule_policy"):
+            spec = srv.get(key) if isinstance(srv, dict) else None
+            if isinstance(spec, str) and ":" in spec and spec.rpartition(":")[0].endswith(".py"):
+                target, _, name = spec.rpartition(":")
+                srv[key] = f"{move(target)}:{name}"
+    return out
+
+
 def _write_scenario(result: RunResult, d: Path) -> None:
     sc = scenario_dict(result.scenario)
     if sc is not None:
-        (d / "scenario.yaml").write_text(yaml.safe_dump(sc, sort_keys=False))
+        (d / "scenario.yaml").write_text(yaml.safe_dump(_relocated(sc, d), sort_keys=False))
 
 
 @dataclass(frozen=True)
