@@ -71,6 +71,7 @@ from specsched.runtime.host_probe import describe_launches, machine_counters
 from specsched.runtime.host_reference import launch_call_reference, launch_speed_factor
 from specsched.runtime.profile_harness import DEFAULT_EXTEND_LEAD_S
 from specsched.sim.atomic import atomic_write, atomic_write_text
+from specsched.sim.cli_types import nonnegative_int_list, positive_int_list
 from specsched.sim.config import arm_names, load_scenario
 from specsched.sim.engine import run_scenario
 from specsched.sim.grid_range import warning_lines
@@ -618,16 +619,6 @@ PROFILE_GRID_FLAGS = (("--contexts", [512, 1024, 2048, 4096, 8192], "committed c
 defaults' KV pool (--max-bs 128 rows of 8K tokens for preset 8b) needs more than an H100 holds."""
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected integers separated by commas") from None
-    if not values or min(values) < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected non-negative integers separated by commas")
-    return values
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
@@ -656,7 +647,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deadline-s", type=float, default=None,
                     help="start no run after this many seconds (profiling included); the rest is listed as skipped")
     for flag, default, what in PROFILE_GRID_FLAGS:
-        ap.add_argument(flag, type=_int_list, default=default,
+        ap.add_argument(flag, type=nonnegative_int_list if flag == "--extend-prefixes" else positive_int_list,
+                        default=default,
                         help=f"{what} of the profile made first (default {','.join(map(str, default))}; an H100's "
                              "80 GiB needs smaller ones, e.g. --max-bs 64 --contexts 512,1024,2048,4096)")
     argv = sys.argv[1:] if argv is None else argv

@@ -132,7 +132,7 @@ from specsched.runtime.profile_harness import (  # noqa: F401  (re-exported)
 from specsched.runtime.profile_host import HostPhases
 from specsched.runtime.profile_level import DEFAULT_RELEVEL_S, LevelPhases
 from specsched.runtime.profile_provenance import Provenance
-from specsched.sim.cli_types import file_name, positive_int
+from specsched.sim.cli_types import file_name, nonnegative_int_list, positive_int, positive_int_list
 from specsched.sim.errors import ConfigError
 from specsched.sim.profile import Profile
 from specsched.sim.results import atomic_write_text
@@ -378,16 +378,6 @@ def write_profile(d: dict, path: str | Path) -> Path:
 
 
 # ---------------------------------------------------------------------------------- CLI
-def _int_list(s: str) -> list[int]:
-    try:
-        vals = [int(x) for x in s.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{s!r}: expected comma-separated integers, e.g. 1024,4096") from None
-    if not vals or min(vals) < 1:
-        raise argparse.ArgumentTypeError(f"{s!r}: expected integers >= 1")
-    return vals
-
-
 def _fmt_grid(title: str, g: dict) -> str:
     cols = g["context_len"]
     lines = [f"{title} (ms)   " + "".join(f"{'ctx ' + format(c, 'g'):>12}" for c in cols)]
@@ -523,9 +513,9 @@ def register_profile_command(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--preset", default="1b", help="model preset of runtime.model.PRESETS (default 1b)")
     p.add_argument("--window", type=int, default=6, help="speculative window W = gamma + 1 (default 6)")
     p.add_argument("--max-bs", type=positive_int, default=None, help="largest grid batch size (default 64; cpu 8)")
-    p.add_argument("--contexts", type=_int_list, default=None,
+    p.add_argument("--contexts", type=positive_int_list, default=None,
                    help="committed contexts of the verify/decode grids (default 1024,4096; cpu 64,256)")
-    p.add_argument("--extend-tokens", type=_int_list, default=None,
+    p.add_argument("--extend-tokens", type=positive_int_list, default=None,
                    help="extend grid token counts (default 256,1024,4096,16384; cpu 16,64,256); on CUDA every "
                         "prefill graph bucket between them up to 2048 tokens is added")
     p.add_argument("--prompt-len", type=positive_int, default=None,
@@ -545,7 +535,7 @@ def register_profile_command(sub: Any) -> argparse.ArgumentParser:
                         f"default {DEFAULT_RELEVEL_S:g}: no re-runs)")
     p.add_argument("--name", default=None, type=file_name, help="profile name (default <gpu>-proxy-<preset>-w<window>)")
     p.add_argument("--out", default=None, help="output YAML (default profiles/<name>.yaml)")
-    p.add_argument("--extend-prefixes", type=_int_list, default=None,
+    p.add_argument("--extend-prefixes", type=nonnegative_int_list, default=None,
                    help="cached prefixes of the extend grid's columns (default 0 and the largest context)")
     add_backend_args(p)
     p.add_argument("--extend-lead-ms", type=float, default=DEFAULT_EXTEND_LEAD_S * 1e3,

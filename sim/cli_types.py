@@ -40,6 +40,32 @@ def nonnegative_int(text: str) -> int:
     return _int(text, 0)
 
 
+def _int_list(text: str, low: int) -> list[int]:
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers, e.g. 1024,4096") from None
+    if not vals or min(vals) < low:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected integers >= {low}")
+    return vals
+
+
+def positive_int_list(text: str) -> list[int]:
+    """argparse type: comma-separated integers >= 1 (a profile's contexts, extend token counts).
+
+    Raises:
+        argparse.ArgumentTypeError: empty, not integers, or one < 1."""
+    return _int_list(text, 1)
+
+
+def nonnegative_int_list(text: str) -> list[int]:
+    """argparse type: comma-separated integers >= 0 (a profile's cached prefixes, 0 = none).
+
+    Raises:
+        argparse.ArgumentTypeError: empty, not integers, or one < 0."""
+    return _int_list(text, 0)
+
+
 def nonnegative_float(text: str) -> float:
     """argparse type: a finite number >= 0 (a percentage threshold).
 
