@@ -667,7 +667,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 128 + e.signum
     if differ:
         print(differ)
-    _print_sweep_summary(report.path, report.table, slos)
+    _print_sweep_summary(report.path, report.table, slos, _unfinished_points(report))
     console.print(f"{report.path}: {report.ran} run(s) done now, {report.skipped} already there, "
                   f"{len(report.failed)} failed")
     for f in report.failed:
@@ -738,9 +738,23 @@ def _summary_metrics(slos: list[Any]) -> list[str]:
     return list(dict.fromkeys([*KEY_METRICS, *(s.metric for s in slos)]))
 
 
-def _print_sweep_summary(path: Path, table: Any, slos: list[Any] | None = None) -> None:
+def _unfinished_points(report: Any) -> int:
+    """Points of a sweep none of whose runs finished (each failed): in ``report.failed`` and
+    not in its table."""
+    import json
+
+    def key(params: Any) -> str:
+        return json.dumps(params, sort_keys=True, default=str)
+
+    done = set() if report.table is None or not len(report.table) else {
+        key(json.loads(p)) for p in report.table["point"].unique()}
+    return len({key(f.params) for f in report.failed} - done)
+
+
+def _print_sweep_summary(path: Path, table: Any, slos: list[Any] | None = None, unjudged: int = 0) -> None:
     """The sweep's summary table (one row per point, key metrics with CIs) on stdout, and
-    with ``slos`` which points meet them (:func:`analysis.slo.slo_lines`)."""
+    with ``slos`` which points meet them (:func:`analysis.slo.slo_lines`; ``unjudged`` points
+    had no finished run)."""
     from rich.console import Console
     from specsched.analysis.sweep_store import read_samples
     from specsched.analysis.sweep_summary import best_text, print_summary, summarize_sweep
@@ -758,7 +772,7 @@ def _print_sweep_summary(path: Path, table: Any, slos: list[Any] | None = None) 
     if slos:
         from specsched.analysis.slo import slo_lines
 
-        for line in slo_lines(summary, slos):
+        for line in slo_lines(summary, slos, unjudged=unjudged):
             console.print(line, markup=False, highlight=False)
     rejected = table[(table["metric"] == "requests_aborted") & (table["value"] > 0)]
     if len(rejected):   # a point whose server rejected requests reads faster over the rest

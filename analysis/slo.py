@@ -157,7 +157,7 @@ def _fmt(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
 
 
-def slo_lines(summary: pd.DataFrame, slos: Sequence[Slo], x: str | None = None) -> list[str]:
+def slo_lines(summary: pd.DataFrame, slos: Sequence[Slo], x: str | None = None, unjudged: int = 0) -> list[str]:
     """The lines a sweep prints under its summary for ``slos``.
 
     One line with how many points meet every objective; then, per combination of the other
@@ -172,6 +172,9 @@ def slo_lines(summary: pd.DataFrame, slos: Sequence[Slo], x: str | None = None) 
             objective's metric (and ``output_throughput`` for the best-point line).
         slos: the objectives.
         x: the swept parameter to walk along.
+        unjudged: points of the sweep with no finished run (every run failed): not in
+            ``summary``, so neither met nor missed; the first line counts them apart (a sweep
+            with one of two points failed read "met at 1 of 1 point(s)").
 
     Returns:
         Lines of text (no trailing newline); empty for an empty summary.
@@ -183,7 +186,8 @@ def slo_lines(summary: pd.DataFrame, slos: Sequence[Slo], x: str | None = None) 
     verdict = judge_points(summary, slos)
     objectives = ", ".join(map(str, slos))
     met = [p for p, v in verdict.items() if v.met]
-    lines = [f"SLOs {objectives}: met at {len(met)} of {len(verdict)} point(s)"]
+    lines = [f"SLOs {objectives}: met at {len(met)} of {len(verdict)} point(s)"
+             + (f"; {unjudged} more point(s) with no finished run (every run failed), not judged" if unjudged else "")]
     for metric in dict.fromkeys(s.metric for s in slos):
         vals = summary.loc[summary["metric"] == metric, "value"].to_numpy(float)
         if not np.isfinite(vals).any():   # e.g. accept_length of runs without speculative decoding
