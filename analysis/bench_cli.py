@@ -106,10 +106,10 @@ def _figure(metric: str, v: Any) -> str:
 
 
 CI_LOW, CI_HIGH = "measured_ci_low", "measured_ci_high"
+"""Row keys of the measured figure's sampling interval (:func:`with_measured_intervals`)."""
 CI_PERCENT = 95
 """The intervals' confidence in percent (:data:`analysis.measured_noise.CONFIDENCE`, kept equal
 by a test; named here so that the table's header needs no numpy import)."""
-"""Row keys of the measured figure's sampling interval (:func:`with_measured_intervals`)."""
 
 
 def with_measured_intervals(rows: list[dict[str, Any]], measured: Any) -> bool:
