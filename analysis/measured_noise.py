@@ -17,7 +17,8 @@ Intervals, distribution-free where a quantile is concerned:
 - a mean (``mean_*``): Student's t interval of the sample's mean.
 
 Samples, as SGLang's bench_serving computes them (0.5.23 ``benchmark/serving.py``
-``calculate_metrics``) over the successful requests (:attr:`sim.bench_serving.BenchDetails.ok`):
+``calculate_metrics``) over the successful requests: a run's ``requests`` table (a measured
+line's as :func:`sim.bench_serving.to_run_data` reads its details, the one reading of them):
 TTFT per request; E2E latency per request (vLLM's ``latencies``, else TTFT plus the sum of the
 request's ITLs); TPOT per request of more than one output token, (latency - TTFT) / (output
 tokens - 1). ITL statistics get none: the gaps of one request are not independent draws (one
@@ -78,25 +79,18 @@ def _stat_of(metric: str) -> tuple[str, float | None] | None:
     return None
 
 
-def request_samples(details: Any) -> dict[str, np.ndarray]:
-    """Per-request samples in milliseconds, keyed by latency family, of the successful
-    requests of ``details`` (:class:`sim.bench_serving.BenchDetails`); a family the details
-    cannot give (no ITLs and no latencies: no E2E, no TPOT; no streaming: no TTFT) is absent."""
-    ok = np.asarray(details.ok, dtype=bool)
-    if not details.streamed:   # each "TTFT" is the whole reply: bench_serving's figures are not a first token's
-        return {}
-    ttft = np.asarray(details.ttfts, dtype=float)[ok] * 1e3
-    out = {"ttft": ttft}
-    if details.latency_s is not None:
-        e2e = np.asarray(details.latency_s, dtype=float)[ok] * 1e3
-    elif details.has_itls:
-        e2e = ttft + np.array([float(np.sum(g)) for g, k in zip(details.itls, ok, strict=True) if k]) * 1e3
-    else:
-        return out
-    out["e2e_latency"] = e2e
-    n_out = np.asarray(details.output_lens, dtype=float)[ok]
-    many = n_out > 1
-    out["tpot"] = (e2e[many] - ttft[many]) / (n_out[many] - 1.0)
+def request_samples(requests: Any) -> dict[str, np.ndarray]:
+    """Per-request samples in milliseconds, keyed by latency family, from a results run's
+    ``requests`` table (``ttft_s``, ``e2e_s``, ``tpot_s``: a measured line's as
+    :func:`sim.bench_serving.to_run_data` reads its details, a simulated or runtime run's own);
+    a request without a finite value (no second token: no TPOT; no latency in the line: no
+    E2E) is left out of that family."""
+    out = {}
+    for family, column in (("ttft", "ttft_s"), ("e2e_latency", "e2e_s"), ("tpot", "tpot_s")):
+        v = requests[column].to_numpy(float) * 1e3 if column in requests else np.zeros(0)
+        v = v[np.isfinite(v)]
+        if v.size:
+            out[family] = v
     return out
 
 
@@ -134,16 +128,15 @@ def interval(sample: np.ndarray, pct: float | None, confidence: float = CONFIDEN
     return (lo, hi) if math.isfinite(lo) and math.isfinite(hi) else nan
 
 
-def measured_intervals(run: Any, metrics: list[str], confidence: float = CONFIDENCE) -> dict[str, tuple[float, float]]:
-    """``{metric: (low, high)}`` in the line's units (ms) for each of ``metrics`` that has a
-    sampling interval: a TTFT, TPOT or E2E-latency mean or percentile of a line with
-    per-request details of at least :data:`MIN_REQUESTS` successful requests, whose recomputed
-    figure is the line's own (:data:`SAME_FIGURE_REL`). Empty for a line without details."""
-    details = getattr(run, "details", None)
-    if details is None or int(np.sum(details.ok)) < MIN_REQUESTS:
+def intervals_of(requests: Any, figures: Any, metrics: list[str],
+                 confidence: float = CONFIDENCE) -> dict[str, tuple[float, float]]:
+    """``{metric: (low, high)}`` in ms for each of ``metrics`` that has a sampling interval: a
+    TTFT, TPOT or E2E-latency mean or percentile of a run of at least :data:`MIN_REQUESTS`
+    requests (``requests``, :func:`request_samples`) whose recomputed figure is the run's own
+    (``figures[metric]``, within :data:`SAME_FIGURE_REL`)."""
+    if len(requests) < MIN_REQUESTS:
         return {}
-    samples = request_samples(details)
-    figures = {**run.extra, **run.summary}
+    samples = request_samples(requests)
     out: dict[str, tuple[float, float]] = {}
     for m in metrics:
         stat = _stat_of(m)
@@ -155,20 +148,30 @@ def measured_intervals(run: Any, metrics: list[str], confidence: float = CONFIDE
             continue
         own = _point(sample, stat[1])
         if not math.isclose(own, figure, rel_tol=SAME_FIGURE_REL, abs_tol=1e-6):
-            continue   # the line counts this figure otherwise than its details give it
+            continue   # the run counts this figure otherwise than its requests give it
         lo, hi = interval(sample, stat[1], confidence)
         if math.isfinite(lo) and math.isfinite(hi):
             out[m] = (lo, hi)
     return out
 
 
-def run_intervals(run: Any, metrics: list[str], confidence: float = CONFIDENCE) -> dict[str, tuple[float, float]]:
-    """:func:`measured_intervals` of a run result (``specsched validate``'s measured run on a
-    device: its bench_serving line with per-request details,
-    :func:`sim.bench_serving.bench_record`), in ms; empty where it has too few requests."""
-    from specsched.sim.bench_serving import bench_record, parse_run
+def measured_intervals(run: Any, metrics: list[str], confidence: float = CONFIDENCE) -> dict[str, tuple[float, float]]:
+    """:func:`intervals_of` a bench_serving line (:class:`sim.bench_serving.BenchRun`) with
+    per-request details, its requests as :func:`sim.bench_serving.to_run_data` reads them and
+    its figures the line's own. Empty for a line without details, or one not streamed (each
+    "TTFT" there is the whole reply: bench_serving's figures are not a first token's)."""
+    from specsched.sim.bench_serving import to_run_data
 
-    return measured_intervals(parse_run(bench_record(run, details=True), "<measured run>"), metrics, confidence)
+    details = getattr(run, "details", None)
+    if details is None or not details.streamed:
+        return {}
+    return intervals_of(to_run_data(run).requests, {**run.extra, **run.summary}, metrics, confidence)
+
+
+def run_intervals(run: Any, metrics: list[str], confidence: float = CONFIDENCE) -> dict[str, tuple[float, float]]:
+    """:func:`intervals_of` a results run (``specsched validate``'s measured run on a device):
+    its requests table and its summary."""
+    return intervals_of(run.requests, run.summary, metrics, confidence)
 
 
 def interval_line(rows: list[dict[str, Any]], found: dict[str, tuple[float, float]]) -> str | None:

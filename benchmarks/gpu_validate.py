@@ -172,13 +172,11 @@ def pre_run_warnings(jobs: list[Job], predict: Callable) -> list[str]:
 
 
 def write_csv(path: Path, rows: list[dict], extra: tuple[str, ...] = ()) -> None:
-    """``rows`` (cell, arm, metric, predicted, measured, error_pct, then ``extra`` columns,
-    then any other key a row has) as CSV, replaced atomically."""
+    """``rows`` (cell, arm, metric, predicted, measured, error_pct, then ``extra`` columns)
+    as CSV, replaced atomically."""
     def write(tmp: Path) -> None:
         with open(tmp, "w", newline="") as f:
-            names = ["cell", "arm", "metric", "predicted", "measured", "error_pct", *extra]
-            names += [k for k in dict.fromkeys(k for r in rows for k in r) if k not in names]   # the intervals, where given
-            w = csv.DictWriter(f, fieldnames=names)
+            w = csv.DictWriter(f, fieldnames=["cell", "arm", "metric", "predicted", "measured", "error_pct", *extra])
             w.writeheader()
             w.writerows(rows)
     atomic_write(path, write)
@@ -289,7 +287,7 @@ class Validation:
                     traceback.print_exc()
                     _free_device_memory()
                     continue
-                write_csv(self.out / "validate.csv", self.rows)  # a run cut short keeps what it measured
+                write_csv(self.out / "validate.csv", self.rows, extra=INTERVAL_COLUMNS)  # a run cut short keeps what it measured
             if "stream_wait" in walls and "base" in walls:
                 dm = walls["base"][0] - walls["stream_wait"][0]
                 dp = walls["base"][2] - walls["stream_wait"][2]
@@ -310,7 +308,7 @@ class Validation:
                                                                                     VALIDATE_METRICS)]
         cond_line = self._conditioned(job, meas)
         write_results(meas, self.res_dir / f"{job.result_name}-measured")
-        add_measured_intervals(rows, self.res_dir / f"{job.result_name}-measured" / "bench_serving.jsonl")
+        add_measured_intervals(rows, meas, job.result_name)
         write_results(pred, self.res_dir / f"{job.result_name}-predicted")
         self._speed_samples(job, eng)
         try:  # a diagnostic: never fails the measured run
@@ -482,16 +480,15 @@ INTERVAL_COLUMNS = ("measured_ci_low", "measured_ci_high")
 """validate.csv's columns of each measured figure's 95 % sampling interval (empty where none)."""
 
 
-def add_measured_intervals(rows: list[dict], bench_line: Path) -> None:
-    """Give each row its measured figure's sampling interval (:data:`INTERVAL_COLUMNS`; the run's
-    bench_serving line with per-request details, :mod:`analysis.measured_noise`), in place."""
-    from specsched.analysis.measured_noise import measured_intervals
-    from specsched.sim.bench_serving import read_bench_one
+def add_measured_intervals(rows: list[dict], meas: object, name: str) -> None:
+    """Give each row its measured figure's sampling interval (:data:`INTERVAL_COLUMNS`; the
+    measured run's requests, :func:`analysis.measured_noise.run_intervals`), in place."""
+    from specsched.analysis.measured_noise import run_intervals
 
-    try:   # a diagnostic: never fails the measured run (a line the reader refuses has no interval)
-        found = measured_intervals(read_bench_one(bench_line), [r["metric"] for r in rows])
+    try:   # a diagnostic: never fails the measured run
+        found = run_intervals(meas, [r["metric"] for r in rows])
     except Exception as e:
-        print(f"no measured intervals for {bench_line.parent.name}: {type(e).__name__}: {e}".splitlines()[0], flush=True)
+        print(f"no measured intervals for {name}: {type(e).__name__}: {e}".splitlines()[0], flush=True)
         found = {}
     for r in rows:
         r[INTERVAL_COLUMNS[0]], r[INTERVAL_COLUMNS[1]] = found.get(r["metric"], ("", ""))
