@@ -740,15 +740,11 @@ def _summary_metrics(slos: list[Any]) -> list[str]:
 
 def _unfinished_points(report: Any) -> int:
     """Points of a sweep none of whose runs finished (each failed): in ``report.failed`` and
-    not in its table."""
-    import json
+    not in its table (whose ``point`` column is each point's :func:`analysis.sweep.point_id`)."""
+    from specsched.analysis.sweep import point_id
 
-    def key(params: Any) -> str:
-        return json.dumps(params, sort_keys=True, default=str)
-
-    done = set() if report.table is None or not len(report.table) else {
-        key(json.loads(p)) for p in report.table["point"].unique()}
-    return len({key(f.params) for f in report.failed} - done)
+    done = set() if report.table is None or not len(report.table) else set(report.table["point"])
+    return len({point_id(f.params) for f in report.failed} - done)
 
 
 def _print_sweep_summary(path: Path, table: Any, slos: list[Any] | None = None, unjudged: int = 0) -> None:

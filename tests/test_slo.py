@@ -220,18 +220,17 @@ def test_a_bound_panels_legend_names_its_objectives_not_every_line():
 def test_points_whose_every_run_failed_are_counted_apart_not_dropped():
     """A sweep of two points, one failing in every run, read "met at 1 of 1 point(s)": the
     failed point is in no summary. The first line now counts it as not judged."""
-    import json
     from types import SimpleNamespace
 
     import pandas as pd
     from specsched.analysis.cli_commands import _unfinished_points
-    from specsched.analysis.sweep import FailedPoint
+    from specsched.analysis.sweep import FailedPoint, point_id
 
     lines = slo_lines(RATE_SWEEP, [Slo("p90_ttft_ms", "<=", 2000.0)], unjudged=1)
     assert lines[0].endswith("; 1 more point(s) with no finished run (every run failed), not judged")
     assert "not judged" not in slo_lines(RATE_SWEEP, [Slo("p90_ttft_ms", "<=", 2000.0)])[0]
     done, bad = {"arm": "base", "workload.request_rate": 2}, {"arm": "base", "workload.request_rate": 60}
-    table = pd.DataFrame({"point": [json.dumps(done)] * 2, "seed": [1, 2], "metric": ["x", "x"], "value": [1.0, 2.0]})
+    table = pd.DataFrame({"point": [point_id(done)] * 2, "seed": [1, 2], "metric": ["x", "x"], "value": [1.0, 2.0]})
     report = SimpleNamespace(table=table, failed=[FailedPoint(bad, 1, "E"), FailedPoint(bad, 2, "E"),
                                                   FailedPoint(done, 3, "E")])
     assert _unfinished_points(report) == 1
