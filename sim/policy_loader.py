@@ -91,10 +91,22 @@ def _search_dirs(base_dir: Path | None) -> list[Path]:
     return [*dirs, Path.cwd()]
 
 
-def _import_file(target: str, base_dir: Path | None) -> Any:
+def _candidates(target: str, base_dir: Path | None) -> list[Path]:
     p = Path(target).expanduser()
-    cands = [p] if p.is_absolute() else [d / p for d in _search_dirs(base_dir)]
-    path = next((c.resolve() for c in cands if c.is_file()), None)
+    return [p] if p.is_absolute() else [d / p for d in _search_dirs(base_dir)]
+
+
+def policy_file(target: str, base_dir: str | Path | None) -> Path | None:
+    """The file a ``FILE.py:Class`` spec's ``target`` names, as the loader finds it: as given
+    when absolute, else in the scenario's folder ``base_dir``, then the working directory;
+    None where none is a file."""
+    return next((c.resolve() for c in _candidates(target, Path(base_dir) if base_dir else None) if c.is_file()),
+                None)
+
+
+def _import_file(target: str, base_dir: Path | None) -> Any:
+    cands = _candidates(target, base_dir)
+    path = policy_file(target, base_dir)
     stream = next((c for c in cands if is_stream(c)), None)
     if path is None and stream is not None:   # <(cat rules.py), /dev/stdin, a named pipe: Python imports files
         raise PolicyLoadError(f"policy file {target} is not a regular file (a pipe or a device): the policy must be "

@@ -83,51 +83,55 @@ def _relocated(sc: dict[str, Any], d: Path) -> dict[str, Any]:
     relative to the results folder ``d``, where the saved scenario.yaml sits: a reader resolves
     them beside the scenario file it loads (sim/profile.py, sim/trace.py), so the saved copy
     named files beside the original scenario and could not be run again from its results
-    folder ("trace file does not exist"). A file is found as the run found it, beside the
-    original scenario, then from the working directory; a name that is no file (a bundled
-    profile, a shipped example) is left as it is. Relative, not absolute: no machine paths in
-    results."""
+    folder ("trace file does not exist"). Each file is found by the loader's own rule
+    (:func:`sim.profile.resolve_profile_path`, :func:`sim.bundled.scenario_data_path`,
+    :func:`sim.policy_loader.policy_file`) from the original scenario; one shipped with the
+    package (a bundled profile, an example trace) or not found keeps its name. Relative, not
+    absolute: no machine paths in results."""
     import os
 
-    base = Path(sc["path"]).resolve().parent if sc.get("path") else None
-    here = d.resolve()
+    from specsched.sim.bundled import profiles_dir, scenario_data_path, scenarios_dir
+    from specsched.sim.policy_loader import policy_file
+    from specsched.sim.profile import resolve_profile_path
 
-    def move(v: Any) -> Any:
-        if not isinstance(v, str) or not v or Path(v).is_absolute():
+    origin = sc.get("path") or None
+    shipped = (profiles_dir().resolve(), scenarios_dir().resolve())
+
+    def moved(v: Any, find: Callable[[str], Path | None]) -> Any:
+        if not isinstance(v, str) or not v or Path(v).expanduser().is_absolute():
             return v
-        for cand in ([base / v] if base is not None else []) + [Path(v)]:
-            if cand.is_file():
-                return os.path.relpath(cand.resolve(), here)
-        return v
+        p = find(v)
+        if p is None or not p.is_file() or p.resolve().is_relative_to(shipped[0]) or p.resolve().is_relative_to(shipped[1]):
+            return v
+        return os.path.relpath(p.resolve(), d.resolve())
 
-    def walk(node: Any) -> Any:
+    def data_paths(node: Any) -> Any:
         if isinstance(node, dict):
-            return {k: move(v) if k == "path" else walk(v) for k, v in node.items()}
+            return {k: moved(v, lambda x: scenario_data_path(x, origin)) if k == "path" else data_paths(v)
+                    for k, v in node.items()}
         if isinstance(node, list):
-            return [walk(x) for x in node]
+            return [data_paths(x) for x in node]
         return node
 
     def files_of(node: dict[str, Any]) -> dict[str, Any]:
         node = dict(node)
         if "profile" in node:
-            node["profile"] = move(node["profile"])
+            node["profile"] = moved(node["profile"], lambda x: resolve_profile_path(x, origin))
         if isinstance(node.get("workload"), dict):
-            node["workload"] = walk(node["workload"])
+            node["workload"] = data_paths(node["workload"])
         return node
 
     out = files_of(sc)
     if isinstance(sc.get("arms"), dict):   # an arm's own trace or profile, beside the scenario too
         out["arms"] = {a: files_of(o) if isinstance(o, dict) else o for a, o in sc["arms"].items()}
-    servers = [out.get("server")]
     if isinstance(out.get("server"), dict):
-        out["server"] = dict(out["server"])
-        servers = [out["server"]]
-    for srv in servers:
+        srv = out["server"] = dict(out["server"])
+        base = Path(origin).parent if origin else None
         for key in ("admission_delay", "schedule_policy"):
-            spec = srv.get(key) if isinstance(srv, dict) else None
-            if isinstance(spec, str) and ":" in spec and spec.rpartition(":")[0].endswith(".py"):
+            spec = srv.get(key)
+            if isinstance(spec, str) and spec.rpartition(":")[0].endswith(".py"):
                 target, _, name = spec.rpartition(":")
-                srv[key] = f"{move(target)}:{name}"
+                srv[key] = f"{moved(target, lambda x: policy_file(x, base))}:{name}"
     return out
 
 
