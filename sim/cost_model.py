@@ -155,6 +155,13 @@ _NO_BUCKET_YET = object()
 """extend_bucket's memo: a token count not asked yet (None is an answer: eager)."""
 
 
+def _column_read(grid: GridInterp, n: float, c0: float, c1: float) -> float:
+    """GPU seconds ``n`` requests spend reading the KV of ``grid``'s first context column
+    ``c0``: ``c0`` times the grid's marginal cost per context token at ``n`` between its first
+    two columns ``c0`` and ``c1`` (KV bytes read grow linearly with context)."""
+    return c0 * (grid.peek(n, c1) - grid.peek(n, c0)) / (c1 - c0)
+
+
 class CostModel:
     """Times plans for one (profile, server args) pair.
 
@@ -378,11 +385,9 @@ class CostModel:
         rescaled token part alone gave 4.13 (this term: +0.33 ms); the same rescaling gave
         window 8 at batch 24 0.11 ms too much and window 4 at batch 16 0.08 ms too little
         (rounds 17-18; this term: -0.10 and +0.04 ms)."""
-        c0, c1 = self.c0, self.c1
-        if c1 is None:
+        if self.c1 is None:
             return 0.0
-        grid = self.step_grid
-        return c0 * (grid.peek(n, c1) - grid.peek(n, c0)) / (c1 - c0)
+        return _column_read(self.step_grid, n, self.c0, self.c1)
 
     def draft_s(self, rows: int, requests: int, per_request: int, ctx: float) -> float:
         """GPU seconds of one draft-model forward over ``rows`` (graph-padded) requests with
@@ -501,10 +506,8 @@ class CostModel:
         c0, *rest = self.rows_c
         if not rest:
             return 0.0
-        c1 = rest[0]
         grid = self.rows_grid
-        base = grid.peek(n, c0)
-        return max(0.0, grid(n, ctx) - base + c0 * (grid.peek(n, c1) - base) / (c1 - c0))
+        return max(0.0, grid(n, ctx) - grid.peek(n, c0) + _column_read(grid, n, c0, rest[0]))
 
     def _decode(self, n_dec: int, ctx_sum: int, max_ctx: int | None, cross_queue: bool) -> tuple[float, float]:
         """(decode seconds, cross-queue penalty) of a launch's ``n_dec`` decode/verify rows
