@@ -38,8 +38,8 @@ METRICS = ("median_ttft_ms", "p90_ttft_ms", "median_tpot_ms")
 """The issue-8 target figures that have a sampling interval."""
 
 
-def _measured_lines(archive: Path, tmp: Path) -> list[tuple[str, dict, Path]]:
-    """(arm, summary, bench line path) of each ``*-measured`` run in ``archive`` with a line."""
+def _measured_lines(archive: Path, tmp: Path) -> list[tuple[str, Path]]:
+    """(arm, bench line path) of each ``*-measured`` run in ``archive`` with a line."""
     out = []
     with tarfile.open(archive) as tar:
         members = [m for m in tar.getmembers() if m.isfile() and "-measured/" in m.name
@@ -48,8 +48,7 @@ def _measured_lines(archive: Path, tmp: Path) -> list[tuple[str, dict, Path]]:
     for line in sorted(tmp.rglob("*-measured/bench_serving.jsonl")):
         summary = line.with_name("summary.json")
         if summary.is_file():
-            out.append((json.loads(summary.read_text()).get("arm", ""), json.loads(line.read_text().splitlines()[0]),
-                        line))
+            out.append((json.loads(summary.read_text()).get("arm", ""), line))
     return out
 
 
@@ -66,12 +65,12 @@ def round_rows(csv_path: Path, archive: Path) -> tuple[list[dict], int]:
     with tempfile.TemporaryDirectory() as tmp:
         lines = _measured_lines(archive, Path(tmp))
         with_details = 0
-        intervals: list[tuple[str, dict, dict]] = []
-        for arm, line, path in lines:
+        intervals: list[tuple[str, dict, dict]] = []   # (arm, the line's figures, their intervals)
+        for arm, path in lines:
             run = read_bench_one(path)
             if run.details is not None:
                 with_details += 1
-            intervals.append((arm, line, measured_intervals(run, list(METRICS))))
+            intervals.append((arm, run.summary, measured_intervals(run, list(METRICS))))
     out = []
     for r in rows:
         try:
