@@ -31,6 +31,7 @@ from specsched.analysis.stats import (
     pct_change_ci,
     percentile_metric,
     pooled_pct_change_ci,
+    seeds_to_resolve,
 )
 from specsched.sim.config import with_value
 from specsched.sim.errors import ConfigError
@@ -64,7 +65,8 @@ HIGHER_IS_BETTER = ("throughput", "verify_cycles_per_s", "decode_steps_per_s", "
 """Metric name fragments where an increase is an improvement (else lower is better)."""
 
 TABLE_COLUMNS = ("metric", "base_arm", "arm", "n_seeds", "base_value", "arm_value", "change_pct",
-                 "ci_low_pct", "ci_high_pct", "across_seeds", "noise_pct", "rate_bound", "accept_length_differs")
+                 "ci_low_pct", "ci_high_pct", "across_seeds", "noise_pct", "rate_bound", "accept_length_differs",
+                 "seeds_needed")
 """``base_value``/``arm_value``: each arm's value over seeds in the metric's unit (the mean, or
 the pooled percentile; ``across_seeds`` says which); ``change_pct`` and its CI are the change;
 ``noise_pct`` the size below which a change counts as the same (:func:`noise_pct`);
@@ -75,7 +77,9 @@ is n/a); ``rate_bound`` True for a throughput of open-loop runs that kept pace w
 arrivals in both arms (:func:`rate_bound`); ``accept_length_differs`` True when the two arms'
 accept length (tokens committed per verify cycle) is not the same by :func:`verdict`'s rule
 (or only one arm has one): their ``verify_cycles_per_s`` is then judged neither better nor
-worse (:data:`ACCEPT_NOTE`)."""
+worse (:data:`ACCEPT_NOTE`); ``seeds_needed`` for a paired change these seeds leave open,
+about how many seeds would resolve it were its per-seed spread what these show
+(:func:`analysis.stats.seeds_to_resolve`; NaN where none is suggested)."""
 CYCLES_METRIC = "verify_cycles_per_s"
 """The verify-cycle rate, cycles/s: SGLang's speculative decoding rounds (draft, then one
 target-model verify forward of the window) per second of the steady batch. A request gains
@@ -373,7 +377,8 @@ def summarize_comparison(
                     pct, lo, hi = pooled_pct_change_ci(pb, pc, pm[1], confidence=confidence,
                                                        n_resamples=min(n_resamples, POOLED_RESAMPLES))
                     rows.append((m, base, arm, len(seeds), pb.percentile(pm[1]), pc.percentile(pm[1]), pct, lo, hi,
-                                 "pooled", noise, bound, accept_differs))
+                                 "pooled", noise, bound, accept_differs,
+                                 _seeds_needed(*_paired_values(b[m], c[m], True), pct, noise, confidence)))
                     continue
             # paired: the seeds where both arms have the metric, so the means, the change and its CI agree
             bv, cv = _paired_values(b[m], c[m], same_seeds)
@@ -384,8 +389,18 @@ def summarize_comparison(
             else:   # no seed to pair (only one arm speculates: its verify cycles/s): each arm's own, no change
                 bmean, cmean = _own_mean(b[m]), _own_mean(c[m])
             rows.append((m, base, arm, int(min(len(bv), len(cv))), bmean, cmean, pct, lo, hi, "mean", noise, bound,
-                         accept_differs))
+                         accept_differs, _seeds_needed(bv, cv, pct, noise, confidence) if same_seeds else math.nan))
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+
+def _seeds_needed(bv: np.ndarray, cv: np.ndarray, pct: float, noise: float, confidence: float) -> float:
+    """``seeds_needed`` of one row: the seeds that would resolve a paired change larger than
+    the noise (:func:`analysis.stats.seeds_to_resolve`), NaN for a change within the noise
+    (more seeds could only call it ``same``) or where none is suggested."""
+    if not (math.isfinite(pct) and abs(pct) > noise):
+        return math.nan
+    n = seeds_to_resolve(bv, cv, confidence=confidence)
+    return math.nan if n is None else float(n)
 
 
 def _paired_values(b: pd.Series, c: pd.Series, same_seeds: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -537,13 +552,23 @@ def _metric_text(row: Any) -> str:
     return f"{row['metric']} (pooled)" if how == "pooled" else str(row["metric"])
 
 
+def _verdict_text(row: Any) -> str:
+    """:func:`verdict` as the tables print it: a ``no clear change`` that more seeds would
+    likely resolve names about how many (``seeds_needed``), the next run's ``--seeds``."""
+    v = verdict(row)
+    need = row.get("seeds_needed", math.nan) if hasattr(row, "get") else math.nan
+    if v == "no clear change" and isinstance(need, (int, float, np.floating)) and math.isfinite(need):
+        return f"{v} (~{int(need)} seeds would resolve it)"
+    return v
+
+
 def _display_rows(table: pd.DataFrame, confidence: float) -> tuple[list[str], list[list[str]]]:
     ci = f"{confidence:.0%} CI of change"
     header = ["metric", "base arm", "base", "arm", "arm value", "change", ci, "seeds", "noise", "verdict"]
     rows = [[_metric_text(r), str(r["base_arm"]), _num(r["base_value"]), str(r["arm"]), _num(r["arm_value"]),
              _pct(r["change_pct"]),
              "n/a" if not math.isfinite(r["ci_low_pct"]) else f"[{_pct(r['ci_low_pct'])}, {_pct(r['ci_high_pct'])}]",
-             str(r["n_seeds"]), f"±{r.get('noise_pct', MIN_CHANGE_PCT):.2f}%", verdict(r)]
+             str(r["n_seeds"]), f"±{r.get('noise_pct', MIN_CHANGE_PCT):.2f}%", _verdict_text(r)]
             for _, r in table.iterrows()]
     return header, rows
 

@@ -157,6 +157,59 @@ def pct_change_ci(
     return point, lo, hi
 
 
+MAX_SEEDS_SUGGESTED = 200
+"""The most seeds :func:`seeds_to_resolve` suggests: a change that needs more is smaller than
+anything a scheduling decision turns on, and the answer says so by giving none."""
+
+
+def seeds_to_resolve(base: Sequence[float] | np.ndarray, change: Sequence[float] | np.ndarray, *,
+                     confidence: float = 0.95, max_seeds: int = MAX_SEEDS_SUGGESTED) -> int | None:
+    """How many paired seeds would resolve a change these seeds leave open: the smallest n
+    whose Student-t interval of the mean per-seed change excludes 0, were the per-seed mean
+    and spread what these seeds show (ln(change / base) where every ratio is positive, as
+    :func:`pct_change_ci`'s small-sample floor takes it, else the percent change). An
+    estimate for the next run's ``--seeds``, not a promise: the spread of 2-3 seeds is itself
+    uncertain.
+
+    Args:
+        base, change: one metric's per-seed values of two arms, paired by seed (equal
+            lengths; non-finite pairs dropped).
+        confidence: the interval's level. max_seeds: the largest answer given.
+
+    Returns:
+        n (> the seeds given), or None: fewer than two pairs, no spread (the change is
+        already what it is), a zero mean change, the interval already excludes 0, or more
+        than ``max_seeds`` would be needed.
+    """
+    b = np.asarray(base, dtype=float)
+    c = np.asarray(change, dtype=float)
+    if b.shape != c.shape:
+        return None
+    keep = np.isfinite(b) & np.isfinite(c) & (b != 0)
+    b, c = b[keep], c[keep]
+    if b.size < 2:
+        return None
+    r = c / b
+    d = np.log(r) if np.all(r > 0) else 100.0 * (r - 1.0)
+    m, sd = abs(float(d.mean())), float(d.std(ddof=1))
+    if not (m > 0 and sd > 0 and math.isfinite(m) and math.isfinite(sd)):
+        return None
+    q = 0.5 + confidence / 2
+
+    def resolves(n: int) -> bool:
+        return float(stats.t.ppf(q, n - 1)) * sd / math.sqrt(n) < m
+
+    if resolves(b.size):
+        return None
+    if not resolves(max_seeds):
+        return None
+    lo, hi = b.size, max_seeds          # resolves(hi) holds, resolves(lo) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if resolves(mid) else (mid, hi)
+    return hi
+
+
 SMALL_SAMPLE_SEEDS = 20
 """Paired seeds below which :func:`pct_change_ci` widens its bootstrap interval to at least
 the Student-t interval of the per-seed change: a bootstrap's coverage falls short of

@@ -15,7 +15,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from specsched.analysis.stats import PooledSamples, across_seeds, pct_change_ci, percentile_metric
+from specsched.analysis.stats import (
+    PooledSamples,
+    across_seeds,
+    pct_change_ci,
+    percentile_metric,
+    seeds_to_resolve,
+)
 
 KEY_METRICS = ("output_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "median_itl_ms",
                "verify_cycles_per_s", "accept_length")
@@ -123,7 +129,9 @@ def best_text(summary: pd.DataFrame, metric: str = "output_throughput",
     interval instead, which holds the run-to-run spread that pairing cancels, called a
     +1 % change that compare resolves "not told apart". Without the table, or for a point
     with fewer than two seeds in common with the best, a point is not told apart when its
-    value lies inside the best point's interval."""
+    value lies inside the best point's interval. Where more seeds would likely tell paired
+    points apart, the line ends with about how many (:func:`analysis.stats.seeds_to_resolve`,
+    the largest over those points)."""
     m = summary[(summary["metric"] == metric) & np.isfinite(summary["value"].to_numpy(float))]
     if len(m) < 2:
         return None
@@ -142,6 +150,7 @@ def best_text(summary: pd.DataFrame, metric: str = "output_throughput",
     per_seed = _per_seed(table, metric) if set(m["across_seeds"]) == {"mean"} else {}
     base = per_seed.get(best["point"], {})
     paired, inside = [], []
+    needed: list[int | None] = []     # per paired point not told apart: seeds that would tell it apart
     for _, r in m.iterrows():
         if r["point"] == best["point"]:
             continue
@@ -151,6 +160,7 @@ def best_text(summary: pd.DataFrame, metric: str = "output_throughput",
             pct, clo, chi = pct_change_ci([base[s] for s in common], [other[s] for s in common], paired=True)
             if not (clo > 0 or chi < 0):   # a NaN interval tells nothing apart either
                 paired.append(f"{name(r)} ({_num(r['value'])}, {pct:+.2f} % [{clo:+.2f}, {chi:+.2f}])")
+                needed.append(seeds_to_resolve([base[s] for s in common], [other[s] for s in common]))
         elif math.isfinite(lo) and math.isfinite(hi) and lo <= r["value"] <= hi:
             inside.append(f"{name(r)} ({_num(r['value'])})")
     # each point is named under the test that judged it: a point with fewer than two seeds
@@ -163,6 +173,12 @@ def best_text(summary: pd.DataFrame, metric: str = "output_throughput",
         groups.append(f"({how}): " + ", ".join(inside))
     if groups:
         text += "; not told apart by these seeds " + "; ".join(groups)
+    resolvable = [n for n in needed if n is not None]
+    if resolvable:
+        # the next run's --seeds: an estimate from the per-seed spread these seeds show (a
+        # tie that would need over MAX_SEEDS_SUGGESTED is left a tie)
+        which = "them" if len(resolvable) == len(needed) else f"{len(resolvable)} of them"
+        text += f"; about {max(resolvable)} seeds would tell {which} apart (--seeds {max(resolvable)})"
     return text
 
 

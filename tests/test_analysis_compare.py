@@ -479,3 +479,23 @@ def test_verify_cycles_per_s_is_neutral_when_the_accept_length_differs(tmp_path)
     # asked for cycles/s alone, the accept length is still read from the runs
     only = compare.summarize_comparison(_cycles_samples([2.5, 2.51, 2.52, 2.53]), ["verify_cycles_per_s"])
     assert [compare.verdict(r) for _, r in only.iterrows()] == ["neutral"]
+
+
+def test_an_open_change_over_two_seeds_names_the_seeds_that_would_resolve_it():
+    """Two seeds of a change of -6 % and -2 % are 'no clear change' (t with one degree of
+    freedom); the table says about how many seeds would resolve it, as the next run's
+    --seeds, and a change the seeds already resolve, or one within the noise, gets none."""
+    rows = []
+    for s, (b, f) in enumerate(((1000.0, 940.0), (1100.0, 1078.0))):
+        rows += [("base", s, "output_throughput", b), ("fix", s, "output_throughput", f),
+                 ("base", s, "median_ttft_ms", 50.0), ("fix", s, "median_ttft_ms", 50.2 + s * 0.1)]
+    table = compare.summarize_comparison(pd.DataFrame(rows, columns=["arm", "seed", "metric", "value"]),
+                                         ["output_throughput", "median_ttft_ms"])
+    thr = table[table["metric"] == "output_throughput"].iloc[0]
+    assert compare.verdict(thr) == "no clear change"
+    assert thr["seeds_needed"] == 5
+    ttft = table[table["metric"] == "median_ttft_ms"].iloc[0]
+    assert math.isnan(ttft["seeds_needed"])                 # within the noise: more seeds could only say 'same'
+    md = compare.to_markdown(table)
+    assert "no clear change (~5 seeds would resolve it)" in md
+    assert md.count("seeds would resolve") == 1

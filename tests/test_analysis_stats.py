@@ -149,3 +149,43 @@ def test_a_three_seed_interval_is_at_least_the_t_interval():
     c20 = b20 * (1.02 + rng.normal(0, 0.01, 20))
     _, lo20, hi20 = pct_change_ci(b20, c20, n_resamples=999)
     assert 0 < lo20 < hi20
+
+
+def _t_excludes_zero(base, change, n):
+    """Whether n seeds with the per-seed ln ratios' mean and spread of (base, change) give a
+    Student-t interval that excludes 0 (the rule seeds_to_resolve inverts)."""
+    from scipy import stats as sps
+    d = np.log(np.asarray(change) / np.asarray(base))
+    return float(sps.t.ppf(0.975, n - 1)) * float(d.std(ddof=1)) / math.sqrt(n) < abs(float(d.mean()))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(50, 5000), st.floats(-0.2, 0.2)), min_size=2, max_size=6))
+def test_seeds_to_resolve_is_the_smallest_count_that_resolves(pairs):
+    """INV: seeds_to_resolve(b, c) = n means n seeds with these seeds' per-seed mean and spread
+    resolve the change (t interval excludes 0) and n - 1 do not, with n above the seeds given;
+    None when the given seeds already resolve it or no count up to the cap would."""
+    from specsched.analysis.stats import MAX_SEEDS_SUGGESTED, seeds_to_resolve
+
+    base = [b for b, _ in pairs]
+    change = [b * math.exp(x) for b, x in pairs]
+    n = seeds_to_resolve(base, change)
+    d = np.log(np.asarray(change) / np.asarray(base))
+    if n is None:
+        spread = float(d.std(ddof=1))
+        assert (spread == 0 or float(d.mean()) == 0 or _t_excludes_zero(base, change, len(pairs))
+                or not _t_excludes_zero(base, change, MAX_SEEDS_SUGGESTED))
+    else:
+        assert len(pairs) < n <= MAX_SEEDS_SUGGESTED
+        assert _t_excludes_zero(base, change, n) and not _t_excludes_zero(base, change, n - 1)
+
+
+def test_seeds_to_resolve_two_seeds_of_a_clear_change():
+    """Two seeds of a -6 % and -2 % change leave it open (t with one degree of freedom is
+    12.7); the estimate asks for a handful more, not for none."""
+    from specsched.analysis.stats import seeds_to_resolve
+
+    assert seeds_to_resolve([100.0, 100.0], [94.0, 98.0]) == 5
+    assert seeds_to_resolve([100.0, 100.0], [94.0, 94.0]) is None      # no spread: nothing more to learn
+    assert seeds_to_resolve([100.0, 100.0, 100.0], [90.0, 91.0, 90.5]) is None   # already resolved
+    assert seeds_to_resolve([100.0], [90.0]) is None

@@ -457,6 +457,9 @@ def test_a_sweep_tells_points_apart_pair_by_seed_as_compare_does():
     # host_block: -1.0 % at both seeds, told apart; cross_queue_wait: +0.2 % then -1.1 %, not
     assert "host_block" not in paired.split("not told apart")[1]
     assert "server.sync_mode=cross_queue_wait" in paired.split("not told apart")[1]
+    # its per-seed changes (+0.2 %, -1.1 %) would be resolved by about 18 seeds, were their
+    # spread what these two show: the line says so, as the next run's --seeds
+    assert paired.endswith("; about 18 seeds would tell them apart (--seeds 18)"), paired
 
 
 def test_a_sweep_over_names_is_drawn_as_points_and_its_axis_writes_no_offset():
