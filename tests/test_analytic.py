@@ -52,6 +52,23 @@ def test_shapes_match_their_configs():
     assert 640e9 < weights_bytes(v3, Parallel(dtype="fp8")) < 700e9  # 671B parameters in fp8
 
 
+PUBLISHED_PARAMETERS = {
+    # the model cards' parameter counts (Hugging Face pages, safetensors totals), in billions
+    "llama-3.1-405b": 405.9, "llama-3.3-70b": 70.55, "llama-3.2-1b": 1.236, "llama-3.2-3b": 3.213,
+    "qwen2.5-14b": 14.77, "qwen2.5-32b": 32.76, "qwen2.5-72b": 72.71, "qwen3-4b": 4.02, "qwen3-8b": 8.19,
+    "qwen3-14b": 14.77, "qwen3-32b": 32.76, "qwen3-235b-a22b": 235.09, "mixtral-8x7b": 46.70, "deepseek-r1": 671.0,
+}
+
+
+@pytest.mark.parametrize(("model", "billions"), sorted(PUBLISHED_PARAMETERS.items()))
+def test_a_shipped_shape_has_its_model_cards_parameter_count(model, billions):
+    """Each shipped shape, restated from its config.json, adds up to the parameter count its
+    model card publishes (within 0.1 %, the cards' rounding): a wrong layer count, width or
+    head count would move it by far more."""
+    n = weights_bytes(load_model(model), Parallel()) / 2
+    assert n == pytest.approx(billions * 1e9, rel=1e-3)
+
+
 def test_batch_one_decode_is_the_weight_read():
     """Batch 1, no context: the forward is the weight read at the achieved bandwidth plus
     the graph launch and one gap per kernel; nothing else is large."""
@@ -1115,7 +1132,9 @@ def test_prefill_runs_eager_where_sglang_turns_the_prefill_graphs_off():
     ("meta-llama/Llama-3.1-70B-Instruct", "llama-3.1-70b"), ("Meta-Llama-3.1-8B", "llama-3.1-8b"),
     ("Qwen/Qwen3-30B-A3B-Instruct-2507", "qwen3-30b-a3b"), ("deepseek-ai/DeepSeek-V3-0324", "deepseek-v3"),
     ("LLAMA-3.1-8B", "llama-3.1-8b"), ("openai/gpt-oss-120b", "gpt-oss-120b"),
-    ("meta-llama/Llama-3.1-405B-Instruct", None), ("llama-3.1-8b-xyz", None), ("Qwen/Qwen3-32B", None),
+    ("meta-llama/Llama-3.1-405B-Instruct", "llama-3.1-405b"), ("Qwen/Qwen3-32B", "qwen3-32b"),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b"), ("deepseek-ai/DeepSeek-R1-0528", "deepseek-r1"),
+    ("llama-3.1-8b-xyz", None), ("Qwen/Qwen3-72B", None), ("deepseek-ai/DeepSeek-V3.1", None),
 ])
 def test_a_hugging_face_id_of_a_shipped_architecture_reads_as_it(name, key):
     """A user types the Hub id they serve; a tune, format or date tag does not change the

@@ -1080,9 +1080,10 @@ def int4_format(quant: Any) -> str | None:
     return None
 
 
-_TUNE_TAGS = re.compile(r"(-(instruct|chat|it|base|hf|fp8|bf16|\d{4}))+$")
-"""Trailing tags of a Hugging Face id that name a tune, a weight format or a release date of
-the same architecture (``Llama-3.1-8B-Instruct``, ``Qwen3-30B-A3B-Instruct-2507``,
+_TUNE_TAGS = re.compile(r"(-(instruct|chat|it|base|hf|fp8|bf16|\d{4}|v\d+\.\d+))+$")
+"""Trailing tags of a Hugging Face id that name a tune, a weight format, a release date or a
+weights release of the same architecture (``Llama-3.1-8B-Instruct``,
+``Qwen3-30B-A3B-Instruct-2507``, ``Mixtral-8x7B-Instruct-v0.1``,
 ``DeepSeek-V3-FP8`` is not shipped but reads as ``deepseek-v3``): the shapes a profile is
 built from do not change with them (the weights' format is ``--dtype``)."""
 
