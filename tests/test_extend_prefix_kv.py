@@ -53,9 +53,12 @@ def test_an_extend_with_cached_prefixes_does_at_least_their_decode_work(requests
     t = model.extend_s([tokens] * requests, [prefix] * requests)
     assert t >= kv_read_floor_s(requests, prefix)
     assert t >= 0.95 * model.step_s(requests, prefix)
-    # (1e-6: a piecewise graph's bucket padding is read at the grid's first context column,
-    # which moves a few-token extend's price by a nanosecond either way)
-    assert model.extend_s([tokens + 1] * requests, [prefix] * requests) >= t * (1 - 1e-6)
+    # (1e-5: a piecewise graph's padded rows are read at the grid's first context column and
+    # the real rows at their attention context; under the roofline's max() a token's price
+    # at a few hundred keys is up to ~25 ns below its price at none, so one more real token
+    # and one less padded one can cost that much less: at most 3.7e-6 of the extend over
+    # every batch size, 1-65 tokens and prefixes to 60K, scanned when this bound was set)
+    assert model.extend_s([tokens + 1] * requests, [prefix] * requests) >= t * (1 - 1e-5)
 
 
 def test_a_long_chunk_is_still_read_at_its_attention_work():
