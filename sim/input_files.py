@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import IO, Any, BinaryIO
@@ -233,6 +234,39 @@ NESTED_TOO_DEEPLY = "nested too deeply"
 recursion limit (no writer's file nests so deep: a damaged or hostile one)."""
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+"""A JSON escape of a UTF-16 surrogate (``\\ud800``): a pair of them is one character, one alone
+decodes to a Python string no UTF-8 writer can encode."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _whole_text(value: Any) -> Any:
+    """``value`` (a decoded JSON value) with every lone UTF-16 surrogate in its strings (keys
+    included) replaced by U+FFFD, as UTF-8 text read with ``errors="replace"`` shows a damaged
+    character. JSON allows ``"\\ud800"`` (RFC 8259 section 8.2 leaves its meaning open) and
+    Python decodes it to a string that cannot be encoded: a run's tag written as a scenario's
+    name, a generated text or a plot's title ended in a UnicodeEncodeError traceback. Walked
+    without recursion: the value may nest nearly as deep as the recursion limit."""
+    def fixed(x: Any) -> Any:
+        return _SURROGATE.sub("\ufffd", x) if isinstance(x, str) else x
+
+    top = [fixed(value)]
+    todo: list[Any] = [top]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict):
+            items = [(fixed(k), fixed(v)) for k, v in node.items()]
+            node.clear()
+            node.update(items)
+            todo.extend(v for _, v in items if isinstance(v, (dict, list)))
+        else:
+            for i, v in enumerate(node):
+                node[i] = fixed(v)
+                if isinstance(v, (dict, list)):
+                    todo.append(v)
+    return top[0]
+
+
 def json_at(text: str, pos: int = 0) -> tuple[Any, int]:
     """The JSON value starting at ``pos`` of ``text`` and the position after it, as
     ``json.JSONDecoder().raw_decode`` gives them, for a user's file: an integer too long for a
@@ -243,9 +277,10 @@ def json_at(text: str, pos: int = 0) -> tuple[Any, int]:
         json.JSONDecodeError: not JSON there (its ``msg``, ``lineno`` and ``colno`` say why and where).
     """
     try:
-        return _JSON.raw_decode(text, pos)
+        value, end = _JSON.raw_decode(text, pos)
     except RecursionError:
         raise json.JSONDecodeError(NESTED_TOO_DEEPLY, text, pos) from None
+    return (_whole_text(value) if _SURROGATE_ESCAPE.search(text, pos, end) else value), end
 
 
 def json_value(text: str) -> Any:
@@ -256,9 +291,10 @@ def json_value(text: str) -> Any:
         json.JSONDecodeError: not one JSON value.
     """
     try:
-        return _JSON.decode(text)
+        value = _JSON.decode(text)
     except RecursionError:
         raise json.JSONDecodeError(NESTED_TOO_DEEPLY, text, 0) from None
+    return _whole_text(value) if _SURROGATE_ESCAPE.search(text) else value
 
 
 def unreadable(p: str | Path, e: BaseException) -> ConfigError:
