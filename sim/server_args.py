@@ -694,14 +694,17 @@ class ServerArgs(BaseModel):
         model_executor/runner/base_cuda_graph_runner.py ``get_batch_sizes_to_capture`` does.
         """
         top = self.cuda_graph_max_bs
+        mrr = self.max_running_requests
+        # the default list is listed no further than max_running_requests, where it is cut
+        # anyway: a server_info's cuda_graph_max_bs of 2**63 listed 2.9e17 sizes (MemoryError)
+        end = min(top, mrr) + 1
         if self.cuda_graph_bs is not None:
             bs = [b for b in self.cuda_graph_bs if b <= top]
         elif self.speculative_algorithm.enabled:
-            bs = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8), *range(272, top + 1, 16)]
+            bs = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8), *range(272, end, 16)]
         else:
-            bs = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16), *range(512, top + 1, 32)]
+            bs = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16), *range(512, end, 32)]
         bs = [b for b in bs if b <= top] + [top]
-        mrr = self.max_running_requests
         if max(bs) > mrr:
             bs.append(mrr)
         return sorted({b for b in bs if b <= mrr})

@@ -416,3 +416,32 @@ def test_a_lone_surrogate_escape_in_a_result_line_is_read_as_a_damaged_character
     yaml.safe_load((tmp_path / "s.yaml").read_text(encoding="utf-8"))
     assert main(["plot", str(p), "--out", "p"]) == 0
 
+
+def _with_server_info(tmp_path: Path, **info: Any) -> Path:
+    """sglang-0.5.10.jsonl's run with ``info`` over its server_info, as runs.jsonl."""
+    run = copy.deepcopy(BENCH["sglang-0.5.10.jsonl"][0])
+    run["server_info"].update(info)
+    p = tmp_path / "runs.jsonl"
+    p.write_text(json.dumps(run) + "\n")
+    return p
+
+
+def test_a_cuda_graph_max_bs_past_int64_lists_no_batch_size_past_max_running_requests(tmp_path, capsys, monkeypatch):
+    """A server_info's cuda_graph_max_bs of 2**63 (SGLang clamps it to max_running_requests)
+    listed SGLang's default graph batch sizes up to it, 2.9e17 of them: calibrate --from and
+    validate --measured ended in a MemoryError traceback. The list now stops at
+    max_running_requests, where it was cut anyway; the sizes are the same for every smaller
+    value."""
+    from specsched.sim.server_args import ServerArgs
+
+    assert ServerArgs(cuda_graph_max_bs=2**63, max_running_requests=48).graph_batch_sizes == \
+        [1, 2, 4, 8, 12, 16, 24, 32, 40, 48]
+    assert ServerArgs(cuda_graph_max_bs=2**63, max_running_requests=300, speculative_algorithm="dspark",
+                      speculative_num_draft_tokens=4).graph_batch_sizes[-3:] == [272, 288, 300]
+    assert ServerArgs(cuda_graph_max_bs=600, max_running_requests=1000).graph_batch_sizes[-3:] == [544, 576, 600]
+    monkeypatch.chdir(tmp_path)
+    p = _with_server_info(tmp_path, cuda_graph_max_bs=2**63)
+    assert main(["calibrate", "--from", str(p), "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
+                 "--max-evals", "1", "--out", "f.yaml", "-q"]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+
