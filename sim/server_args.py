@@ -61,6 +61,10 @@ MAX_CHUNK_TOKENS = 2**31 - 1
 with no upper bound, but each token of a chunk takes a KV slot whose index SGLang keeps as int32
 (mem_cache/memory_pool.py ``ReqToTokenPool``: ``req_to_token`` int32), so no pool, and no chunk
 of it, reaches 2**31 tokens."""
+MAX_POOL_TOKENS = 2**63 - 1
+"""Largest ``max_total_num_tokens`` a scenario (or a result line's server_info) may state: the
+pool is an int64 token count wherever the simulator computes with it (sim/served.py
+``output_cut``); 2**63 raised OverflowError mid-run, a traceback."""
 CHAIN_PARAM_KEYS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 """The chain drafter's settings SGLang chooses itself when none of them is given."""
 AUTO_SPEC_WIDE_ARCHS = frozenset({"LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM"})
@@ -212,7 +216,7 @@ class ServerArgs(BaseModel):
     SGLang's reset by :func:`sim.defaults.block_drafter_resets` (:meth:`_block_drafter_resets`)."""
 
     max_running_requests: int = Field(256, ge=1, description="Running-slot limit (requests).")
-    max_total_num_tokens: int = Field(724_000, ge=1, description="KV pool capacity, tokens.")
+    max_total_num_tokens: int = Field(724_000, ge=1, le=MAX_POOL_TOKENS, description="KV pool capacity, tokens. At most 2**63 - 1 (a token count is an int64).")
     context_length: int | None = Field(None, ge=1, description="SGLang's --context-length: the model's context length as the server runs it (configs/model_config.py ModelConfig._derive_context_length: it replaces the one derived from the model's config; a larger one needs SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 there). A trace row longer than it fails as SGLang rejects it (a generated workload's is refused before the run), and the max_running_requests default is computed with it. None: the profile's hardware.context_len, if any.")
     allow_auto_truncate: bool = Field(False, description="SGLang's --allow-auto-truncate: a trace row's prompt past the context length or max_req_input_len (min(context_len, pool) - 6) is truncated to it, and its max_new_tokens to what the context and SGLang's cut on the prompt before the truncation leave (at least the one token the prefill makes), where without it SGLang rejects the request (managers/tokenizer_manager.py _validate_one_request, managers/utils.py validate_input_length; sim/served.py served_requests). Co-located servers' traces.")
     mem_fraction_static: float | None = Field(None, gt=0, lt=1, description="Fraction of the GPU's memory for weights and the KV pool (SGLang --mem-fraction-static): with a profile that knows its hardware, the default KV pool is this fraction of the memory less the weights, over the KV bytes per token; left out, SGLang's own from the memory, chunked_prefill_size and the graphs (arg_groups/memory_hook.py handle_gpu_memory_settings). Not read when max_total_num_tokens is given or the profile has no hardware block.")
@@ -244,7 +248,7 @@ class ServerArgs(BaseModel):
     cuda_graph_bs: list[Annotated[int, Field(ge=1)]] | None = Field(None, min_length=1, description="Captured decode/verify graph batch sizes; a batch is padded to the smallest one >= it (sim/cost_model.py), a batch above the largest runs eagerly: given, cuda_graph_max_bs becomes its largest entry, as SGLang sets it. None: SGLang's default list for cuda_graph_max_bs (graph_batch_sizes).")
     disable_decode_cuda_graph: bool = Field(False, description="Run every decode step and speculative cycle eagerly, at any batch size (SGLang's switch, arg_groups/cuda_graph_hook.py: decode backend disabled); the simulator then charges each the eager cost (sim/cost_model.py).")
     disable_prefill_cuda_graph: bool = Field(False, description="Run extends (and the drafter's prompt injection) eagerly instead of piecewise graphs at token buckets (SGLang's switch; the runtime reads it; the simulator then charges extends their real token count instead of the padded bucket, CUDA profiles only).")
-    cuda_graph_max_bs_prefill: int | None = Field(None, ge=1, description="Largest extend token count replayed from piecewise graphs (SGLang's name: for prefill the 'batch size' is tokens). None: chunked_prefill_size capped by max_total_num_tokens, as SGLang 0.5.23 resolves it.")
+    cuda_graph_max_bs_prefill: int | None = Field(None, ge=1, le=MAX_CHUNK_TOKENS, description="Largest extend token count replayed from piecewise graphs (SGLang's name: for prefill the 'batch size' is tokens); at most 2**31 - 1, as chunked_prefill_size. None: chunked_prefill_size capped by max_total_num_tokens, as SGLang 0.5.23 resolves it.")
     cuda_graph_bs_prefill: list[Annotated[int, Field(ge=1)]] | None = Field(None, description="Captured extend token buckets; an extend is padded to the smallest one >= its tokens, eager above the largest or when that more than doubles the tokens. None: SGLang 0.5.23's default list up to cuda_graph_max_bs_prefill (prefill_graph_tokens).")
     admission_delay: str = Field("none", description="Admission-delay policy: a shipped name (AdmissionDelay) or a user class 'module.path:Class' / 'path/file.py:Class' (docs/policies.md).")
     admission_delay_params: dict[str, Any] = Field(default_factory=dict, description="Keyword parameters for the admission-delay class's from_server.")

@@ -445,3 +445,20 @@ def test_a_cuda_graph_max_bs_past_int64_lists_no_batch_size_past_max_running_req
                  "--max-evals", "1", "--out", "f.yaml", "-q"]) == 0
     assert "Traceback" not in capsys.readouterr().err
 
+
+def test_a_pool_past_int64_or_a_prefill_graph_past_int32_is_refused_or_left_out(tmp_path, capsys, monkeypatch):
+    """max_total_num_tokens 2**63 (a scenario's, or a server_info's the built scenario kept)
+    raised OverflowError mid-run (sim/served.py output_cut); cuda_graph_max_bs_prefill 2**63
+    listed every 512th token bucket up to it (MemoryError). Each now has its bound (2**63 - 1,
+    an int64; 2**31 - 1, as chunked_prefill_size): a scenario's is refused in one line naming
+    the key, a server_info's left out of the built scenario with a note."""
+    monkeypatch.chdir(tmp_path)
+    for key, bound in (("max_total_num_tokens", 2**63 - 1), ("cuda_graph_max_bs_prefill", 2**31 - 1)):
+        assert main(["run", "batch8-ll", "--set", f"server.{key}={2**63}", "--out", "o", "-q"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"server.{key} = {2**63}" in err[0] and f"<= {bound}" in err[0], err
+        p = _with_server_info(tmp_path, **{key: 2**63})
+        assert main(["validate", "--measured", str(p), "--profile", "h200-1b", "--seeds", "1",
+                     "--set", "workload.num_requests=8", "--out", f"v-{key}", "-q"]) == 0
+        assert f"server_info {key} = {2**63} not usable by the model: left out" in capsys.readouterr().out
+    assert not (tmp_path / "o").exists()
