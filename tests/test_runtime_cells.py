@@ -52,6 +52,9 @@ TINY = {
                        "server.cuda_graph_max_bs": 2},
     "long-context": {"workload.num_requests": 3, "workload.concurrency": 2, "workload.input_len.value": 600,
                      "workload.output_len.value": 16},
+    "very-long-context": {"workload.num_requests": 3, "workload.concurrency": 2, "workload.input_len.value": 600,
+                          "workload.output_len.value": 16, "server.chunked_prefill_size": 384,
+                          "server.max_prefill_tokens": 384},
     "poisson-spec": {**SMALL, "workload.num_requests": 5, "workload.request_rate": 400.0},
     "window8-highacc": {**SMALL, "workload.num_requests": 5, "workload.concurrency": 3},
     # the lengths stay the cell's own histograms (the runtime reads the file beside the scenario)
