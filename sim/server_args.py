@@ -595,11 +595,15 @@ class ServerArgs(BaseModel):
         full_s = f"{mt}" if full == mt else f"{mt} page-aligned to {full}"
         pool_s = f"{raw} tokens" if pool == raw else f"{raw} tokens, page-aligned to {pool}"
         least = (need // p + 1) * p   # the smallest page-aligned pool above window + page
-        r_least = math.ceil(least / full * 1e6) / 1e6
-        while int(full * r_least) // p * p < least:   # int() of a float product can fall a token short
-            r_least = round(r_least + 1e-6, 6)
-        hint = (f"; allowed: a ratio >= {r_least:g} (a pool of {least})" if least <= full
-                else f"; no ratio <= 1 gives more than {need} with max_total_num_tokens {mt}")
+        if least <= full:
+            r_least = math.ceil(least / full * 1e6) / 1e6
+            while int(full * r_least) // p * p < least:   # int() of a float product can fall a token short
+                r_least = round(r_least + 1e-6, 6)
+            hint = f"; allowed: a ratio >= {r_least:g} (a pool of {least})"
+        else:
+            # no ratio is sought above 1: at a window of 2**63 the search's steps of 1e-6 fell
+            # below the float spacing of a ratio near 2e13 and never ended (a hang)
+            hint = f"; no ratio <= 1 gives more than {need} with max_total_num_tokens {mt}"
         raise FieldError("server.swa_full_tokens_ratio", r,
                          f"the SWA pool (int({full_s} x {r}) = {pool_s}) must exceed "
                          f"sliding_window_size + page_size = {self.sliding_window_size} + {p} = {need}{hint}")
