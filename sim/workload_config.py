@@ -7,11 +7,27 @@ Requests are made from it by :mod:`sim.workload`, :mod:`sim.prefix_workload` and
 
 from __future__ import annotations
 
+import math
+import sys
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, StringConstraints, field_validator, model_validator
 from specsched.sim.errors import FieldError
 from specsched.sim.strict import STRICT as _STRICT
+
+MAX_REQUEST_TOKENS = 2**31 - 1
+"""Most tokens a length a scenario states may have (a prompt, an output, a system prompt, a
+question, a trace's hash block or reply): SGLang 0.5.23 keeps a request's tokens in KV slots
+whose index is int32 (mem_cache/memory_pool.py ``ReqToTokenPool``: ``req_to_token`` int32), so
+no request of 2**31 tokens or more, nor any part of one, can run. 2**63 and above overflowed
+the simulator's int64 length arrays (an OverflowError traceback)."""
+MAX_PRIORITY = 2**63 - 1
+"""Largest magnitude of a request priority (``workload.priorities``): the simulator keeps them
+in int64 arrays (the request table's priority column); one past it raised OverflowError."""
+MAX_ARRIVAL_SPAN_S = 1e9
+"""Longest expected arrival span (num_requests / request_rate) a scenario may ask for (s), and
+the longest think time between two turns of a conversation (1e308 s overflowed the
+simulated clock to infinity, an OverflowError traceback mid-run)."""
 
 
 class LengthDist(BaseModel):
@@ -24,7 +40,7 @@ class LengthDist(BaseModel):
     model_config = _STRICT
 
     kind: Literal["fixed", "uniform", "file"] = Field("fixed", description="fixed, uniform (bench_serving's 'random' dataset; 'random' is accepted as a synonym) or file.")
-    value: int | None = Field(None, ge=1, description="fixed: the length; uniform: the largest length.")
+    value: int | None = Field(None, ge=1, le=MAX_REQUEST_TOKENS, description="fixed: the length; uniform: the largest length. At most 2**31 - 1 (SGLang's KV slot index is int32).")
     range_ratio: float = Field(1.0, ge=0.0, le=1.0, description="uniform: the smallest length is max(1, int(value x range_ratio)); 0 = from 1. Left out: 1.0, every length = value (bench_serving's --random-range-ratio defaults to 0.0: state range_ratio: 0.0 for its default draw).")
     path: str | None = Field(None, description="file: CSV with columns length,weight (relative to the scenario file).")
 
@@ -70,8 +86,8 @@ class SharedPrefixConfig(BaseModel):
 
     num_groups: int = Field(ge=1)
     prompts_per_group: int = Field(ge=1)
-    system_prompt_len: int = Field(ge=1)
-    question_len: int = Field(ge=1)
+    system_prompt_len: int = Field(ge=1, le=MAX_REQUEST_TOKENS, description="Tokens of each group's system prompt (at most 2**31 - 1: SGLang's KV slot index is int32).")
+    question_len: int = Field(ge=1, le=MAX_REQUEST_TOKENS, description="Tokens of each request's question (at most 2**31 - 1).")
     range_ratio: float = Field(1.0, gt=0.0, le=1.0)
     ordered: bool = False
     group_distribution: Literal["uniform", "zipf"] = Field("uniform", description="uniform: every group gets prompts_per_group requests; zipf: each request's group drawn with probability proportional to 1 / rank^zipf_alpha (group 0 the hottest), bench_serving 0.5.23 --gsp-group-distribution.")
@@ -117,7 +133,7 @@ class AgenticTraceConfig(BaseModel):
     path: str = Field(description="The trace JSON (beside the scenario, as given, or a shipped example by name; gzip, bzip2, xz or a zip of one file read as it streams).")
     max_turns: int | None = Field(None, ge=1, description="At most this many turns per conversation (bench_serving --agentic-max-turns; None: all).")
     offset: int = Field(0, description="Rotate the conversation list by this many entries first, modulo its length (bench_serving --dataset-offset).")
-    trace_reply_len: int = Field(AGENTIC_REPLY_LEN, ge=0, description="Tokens of the trace's own assistant reply assumed in each prompt_tokens growth (default 220: agentic_trace.py DEFAULT_AGENTIC_OUTPUT_LEN, the traces' average reply); a later turn's new tokens = growth - trace_reply_len, at least 1.")
+    trace_reply_len: int = Field(AGENTIC_REPLY_LEN, ge=0, le=MAX_REQUEST_TOKENS, description="Tokens of the trace's own assistant reply assumed in each prompt_tokens growth (default 220: agentic_trace.py DEFAULT_AGENTIC_OUTPUT_LEN, the traces' average reply); a later turn's new tokens = growth - trace_reply_len, at least 1. At most 2**31 - 1 (SGLang's KV slot index is int32).")
 
 
 class MultiTurnConfig(BaseModel):
@@ -140,10 +156,10 @@ class MultiTurnConfig(BaseModel):
 
     num_conversations: int | None = Field(None, ge=1, description="Conversations sent in all (with a fixed num_turns, workload.num_requests = num_conversations x num_turns); with agentic_trace, at most this many (bench_serving --num-prompts; None: every usable one).")
     num_turns: int | LengthDist | None = Field(None, description="Turns (requests) per conversation: a count >= 1, or a distribution ({kind: uniform, value: 12, range_ratio: 0.25}, fixed or a length,weight histogram file) drawn per conversation. Left out with agentic_trace.")
-    system_prompt_len: int = Field(0, ge=0, description="Tokens of a system prompt every conversation starts with (shared: one radix-tree prefix). With agentic_trace, carved out of turn 0's prompt_tokens.")
+    system_prompt_len: int = Field(0, ge=0, le=MAX_REQUEST_TOKENS, description="Tokens of a system prompt every conversation starts with (shared: one radix-tree prefix; at most 2**31 - 1, SGLang's KV slot index is int32). With agentic_trace, carved out of turn 0's prompt_tokens.")
     first_prompt_len: LengthDist | None = Field(None, description="Turn 0's own prompt tokens after the system prompt (one draw per conversation). Left out with agentic_trace.")
     user_len: LengthDist | None = Field(None, description="New tokens appended to the history at each later turn (one draw per turn). Left out with agentic_trace.")
-    think_time_s: float = Field(0.0, ge=0.0, description="Client pause between a turn's last token and the next turn's send (s).")
+    think_time_s: float = Field(0.0, ge=0.0, le=MAX_ARRIVAL_SPAN_S, description="Client pause between a turn's last token and the next turn's send (s); at most 1e9 s, the longest arrival span simulated.")
     think_time_dist: Literal["fixed", "exponential"] = Field("fixed", description="fixed: every pause is think_time_s; exponential: pauses drawn with mean think_time_s (seeded). With fixed pauses every later turn arrives at the same phase of the step that delivered its previous answer, so TTFT figures hinge on that phase (1 ms of pause moved a median TTFT 4-8 % in docs/measurements/h100-v48.md): read them over --seeds, or use exponential.")
     dp_ranks: int = Field(1, ge=1, description="The simulated instance is one of this many DP-attention ranks behind SGLang's default round-robin dispatch (0.5.23 data_parallel_controller.py round_robin_scheduler, which ignores prefixes): a later turn lands on the rank that holds its history with probability 1 / dp_ranks; otherwise only the shared system prompt can hit. Refused where a server runs DP attention (server.enable_dp_attention), whose ranks are simulated.")
     agentic_trace: AgenticTraceConfig | None = Field(None, description="Replay a bench_serving agentic-trace file's conversations (their own turn counts and prompt growth) instead of drawing them.")
@@ -225,7 +241,7 @@ class TraceConfig(BaseModel):
     columns: TraceColumns | None = Field(None, description="Column names (default: the layout's).")
     time_unit: Literal["s", "ms", "us", "ns", "datetime"] | None = Field(None, description="Unit of the timestamp column (default: the layout's, else s). A first timestamp of 1e11 s or more in this unit (an epoch time in a finer unit) is refused, naming the unit that reads it as a date.")
     time_scale: float = Field(1.0, gt=0, description="Multiplies every arrival time (2 = half the rate).")
-    block_size: int = Field(512, ge=1, description="Prompt tokens per hash_ids block (Mooncake: 512).")
+    block_size: int = Field(512, ge=1, le=MAX_REQUEST_TOKENS, description="Prompt tokens per hash_ids block (Mooncake: 512); at most 2**31 - 1, the most tokens of one request (SGLang's KV slot index is int32).")
     sort: bool = Field(False, description="Replay the rows in timestamp order (ties in file order) instead of refusing a decreasing timestamp: a log written as requests finish. The whole file is read; num_requests then takes the first N by time.")
 
     def resolved(self) -> tuple[TraceColumns, str]:
@@ -234,10 +250,6 @@ class TraceConfig(BaseModel):
         if self.columns is not None:   # the names given, over the layout's
             cols = cols.model_copy(update={k: getattr(self.columns, k) for k in self.columns.model_fields_set})
         return cols, self.time_unit or unit
-
-
-MAX_ARRIVAL_SPAN_S = 1e9
-"""Longest expected arrival span (num_requests / request_rate) a scenario may ask for (s)."""
 
 
 class WorkloadConfig(BaseModel):
@@ -272,7 +284,7 @@ class WorkloadConfig(BaseModel):
     trace: TraceConfig | None = Field(None, description="trace: the file to replay and its columns.")
     shared_prefix: SharedPrefixConfig | None = Field(None, description="Prompts that share prefixes, bench_serving's generated-shared-prefix dataset (replaces input_len).")
     multi_turn: MultiTurnConfig | None = Field(None, description="multi_turn: the conversations (replaces input_len).")
-    priorities: list[int] | None = Field(None, min_length=1, description="Request priorities, one drawn uniformly per request (seeded); read with server.enable_priority_scheduling.")
+    priorities: list[Annotated[int, Field(ge=-MAX_PRIORITY, le=MAX_PRIORITY)]] | None = Field(None, min_length=1, description="Request priorities, one drawn uniformly per request (seeded); read with server.enable_priority_scheduling. Each within +-(2**63 - 1) (an int64).")
     routing_keys: list[Annotated[str, StringConstraints(min_length=1)]] | None = Field(None, min_length=1, description="Routing keys (the routing_key a client sends with each request, SGLang's GenerateReqInput.routing_key: a tenant, an adapter, a session), one drawn uniformly per request (seeded; per conversation under multi_turn, its turns sharing it as a session does); list a key twice to draw it twice as often. Read by server.schedule_policy routing-key.")
     steady_state_concurrency_ratio: float | None = Field(None, gt=0.0, le=1.0, description="bench_serving steady_state_serving's --steady-state-concurrency-ratio: adds its separate steady-state result, read over the longest span with at least this share of the peak in flight (sim/steady_state.py): the summary's steady_* keys, a Steady-State Result block in the report and steady_state.jsonl in the results folder; every whole-run figure (throughputs included) stays bench_serving's. None: no steady-state result.")
     ignore_eos: bool = Field(True, description="Requests sent with ignore_eos (bench_serving's random and shared-prefix datasets do): every request generates its output length, and sglang 0.5.23 reserves its remaining output at ratio 1.0.")
@@ -381,6 +393,14 @@ class WorkloadConfig(BaseModel):
             raise ValueError("'burstiness' applies to kind 'poisson' only")
         if self.burstiness is not None and self.burstiness != self.burstiness:
             raise FieldError("workload.burstiness", self.burstiness, "must be a number > 0 (or .inf)")
+        rate, shape = self.request_rate, self.burstiness
+        if (shape is not None and rate is not None and not math.isinf(shape) and not math.isinf(rate)
+                and not math.isfinite(1.0 / (rate * shape))):
+            # vLLM's gap scale 1 / (request_rate x burstiness) overflows: every gap is NaN
+            # (numpy's gamma at an infinite scale), and the run waited forever on NaN times
+            least = 1.0 / sys.float_info.max / rate
+            raise FieldError("workload.burstiness", shape, f"the gamma gaps' scale 1 / (request_rate x burstiness) "
+                             f"overflows at request_rate {rate:g}: above {least:.3g}")
         if self.normalize_arrivals and self.kind != "poisson":
             raise ValueError("'normalize_arrivals' applies to kind 'poisson' only")
         rate = self.request_rate
