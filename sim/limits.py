@@ -42,6 +42,7 @@ warned of before it runs (:func:`memory_estimate`).
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -229,6 +230,11 @@ def check_fits(scenario: Scenario) -> None:
     if w.kind in ("trace", "multi_turn"):
         # lengths are in the file / grow with each turn: every row and turn is checked here,
         # against the context and the pools, before the first simulated event
+        if w.kind == "multi_turn":
+            from specsched.sim.prefix_workload import warnings_unsaid
+
+            with warnings_unsaid():   # the run says them, once
+                _check_turn_lengths(scenario, hw)   # before any token id is made
         _context(scenario, hw)
         if w.kind == "trace" and w.trace is not None:
             check_trace_rows(scenario, hw)
@@ -244,6 +250,75 @@ def check_fits(scenario: Scenario) -> None:
         _check_largest_request(scenario, hw)
     except ConfigError as e:
         raise _from_histogram(scenario, e) from None
+
+
+HISTORY_BYTES_PER_TOKEN = 16
+"""Peak bytes per token of a multi-turn workload's conversation histories while they are made
+(sim/prefix_workload.py ``multi_turn_conversations``): an int64 token id in its parts and again
+in the history they are joined into."""
+
+
+HISTORY_PRECHECK_BYTES = 2**28
+"""Token ids (bytes, at :data:`HISTORY_BYTES_PER_TOKEN`) a multi-turn workload's histories may
+take before :func:`_check_turn_lengths` refuses from the lengths alone what the checks of the
+made turns would refuse (below it those run, naming the first turn that fails)."""
+
+
+def _check_turn_lengths(scenario: Scenario, hw: Hardware | None) -> None:
+    """A ``multi_turn`` workload's turns checked from their lengths alone, before the
+    conversations' token ids are made (8 bytes a token, each history whole): a system prompt
+    of 2**31 tokens asked for 16 GiB (a MemoryError traceback) before the context check
+    refused it. Where they would take more than :data:`HISTORY_PRECHECK_BYTES`, each
+    conversation's last turn resends at least its turn-0 prompt, every later
+    turn's new tokens and one output token per earlier turn: where that passes the longest
+    prompt the context length serves, refused as :func:`check_turn_context` refuses the turn;
+    where the pool can never hold it, as :func:`sim.served.check_turn_rows` does; where the
+    histories' token ids exceed this machine's memory, refused with the estimate.
+
+    Raises:
+        ConfigError: naming ``workload.multi_turn``.
+    """
+    from specsched.sim.prefix_workload import conversation_plan
+
+    mt = scenario.workload.multi_turn
+    plan = conversation_plan(mt, scenario.seed, Path(scenario.path) if scenario.path else None)
+    turns = plan.turns.astype(object)
+    first = plan.firsts.astype(object) + mt.system_prompt_len
+    if plan.news is not None:
+        starts = np.concatenate([[0], np.cumsum(plan.turns)[:-1]]).astype(np.int64)
+        new = np.add.reduceat(plan.news.astype(object), starts) - plan.news[starts] if len(starts) else first * 0
+    else:
+        width = plan.users.shape[1]
+        used = np.arange(width)[None, :] < (plan.turns[:, None] - 1)
+        new = (plan.users.astype(object) * used).sum(axis=1)
+    last = first + new + (turns - 1)   # the last turn's prompt, at least (Python ints: no overflow)
+    if not len(last):
+        return
+    need = int(sum(last)) * HISTORY_BYTES_PER_TOKEN
+    if need <= HISTORY_PRECHECK_BYTES:
+        return   # cheap to make: the checks of the turns themselves name the first one that fails
+    c = int(np.argmax(last))
+    ctx, source = context_length(scenario, hw)
+    file = scenario_file(scenario)
+    if ctx is not None and last[c] > longest_prompt(ctx):
+        raise ConfigError(file, "workload.multi_turn", int(last[c]),
+                          f"turn {int(turns[c])} of conversation {c + 1} (seed {scenario.seed}) reaches a prompt of at "
+                          f"least {int(last[c])} tokens; the model's context length {ctx} ({source}; a prompt at most "
+                          f"{longest_prompt(ctx)}): SGLang rejects the turn; fewer turns (multi_turn.num_turns) or "
+                          "shorter prompts")
+    longest = np.array([min(int(x), 2**63 - 1) for x in last], dtype=np.int64)
+    found = first_never_fit(scenario, longest, np.ones(len(longest), dtype=np.int64))
+    if found is not None:   # the pool can never hold the turn, even with one output token
+        k, e, _ = found
+        raise ConfigError(file, "workload.multi_turn", int(last[k]),
+                          f"turn {int(turns[k])} of conversation {k + 1} (seed {scenario.seed}) resends a prompt of at "
+                          f"least {int(last[k])} tokens: {e.allowed}; fewer turns (multi_turn.num_turns) or shorter prompts")
+    mem = physical_memory_bytes()
+    if mem is not None and need > mem:
+        raise ConfigError(file, "workload.multi_turn", int(last[c]),
+                          f"the conversations' histories (at least {int(sum(last)):,} tokens, the longest {int(last[c]):,}) "
+                          f"take about {_gib(need)} of token ids (~{HISTORY_BYTES_PER_TOKEN} B a token); this machine "
+                          f"has {_gib(mem)}: fewer or shorter conversations")
 
 
 def _check_largest_request(scenario: Scenario, hw: Hardware | None) -> None:
