@@ -292,7 +292,7 @@ def add_analytic_arguments(p: argparse.ArgumentParser, standalone: bool) -> None
     g.add_argument("--analytic", action="store_true", dest=_ANALYTIC_DEST, default=standalone,
                    help="write a roofline profile from --model, --gpu and --tp instead of measuring")
     g.add_argument("--model", default=None, help="a shipped model name (e.g. llama-3.1-8b) or a config.json path")
-    g.add_argument("--gpu", default=None, help="a shipped GPU: MI355X, MI325X, MI300X, H100, H800, H200, B200, GB200, A100-80G, A100-40G, L40S, RTX5090")
+    g.add_argument("--gpu", default=None, help="a shipped GPU: MI355X, MI325X, MI300X, H100, H800, H20, H200, B200, GB200, A100-80G, A100-40G, L40S, RTX5090")
     g.add_argument("--tp", type=int, default=1, help="tensor-parallel size (default 1)")
     g.add_argument("--dtype", default=None, help="bf16, fp8, mxfp4, nvfp4 or int4 (AWQ/GPTQ w4a16) weights and GEMMs; the 4-bit formats "
                    "cover the modules SGLang quantizes with them (mxfp4: routed experts) (default: the checkpoint's)")
