@@ -143,14 +143,12 @@ def pct_change_ci(
         # ln(change / base) where every ratio is positive (ratios scatter multiplicatively, as
         # compare.noise_pct says), else on the percent change
         t = float(stats.t.ppf(0.5 + confidence / 2, b.size - 1)) / math.sqrt(b.size)
-        r = c / b
-        if np.all(r > 0):
-            ln = np.log(r)
-            m, h = float(ln.mean()), t * float(ln.std(ddof=1))
+        d, is_log = per_seed_changes(b, c)
+        h = t * float(d.std(ddof=1))
+        if is_log:
+            m = float(d.mean())
             t_lo, t_hi = 100.0 * math.expm1(m - h), 100.0 * math.expm1(m + h)
         else:
-            d = 100.0 * (r - 1.0)
-            h = t * float(d.std(ddof=1))
             t_lo, t_hi = point - h, point + h
         if math.isfinite(t_lo) and math.isfinite(t_hi):
             lo, hi = min(lo, t_lo), max(hi, t_hi)
@@ -166,8 +164,8 @@ def seeds_to_resolve(base: Sequence[float] | np.ndarray, change: Sequence[float]
                      confidence: float = 0.95, max_seeds: int = MAX_SEEDS_SUGGESTED) -> int | None:
     """How many paired seeds would resolve a change these seeds leave open: the smallest n
     whose Student-t interval of the mean per-seed change excludes 0, were the per-seed mean
-    and spread what these seeds show (ln(change / base) where every ratio is positive, as
-    :func:`pct_change_ci`'s small-sample floor takes it, else the percent change). An
+    and spread what these seeds show (:func:`per_seed_changes`, the scale of
+    :func:`pct_change_ci`'s small-sample floor). An
     estimate for the next run's ``--seeds``, not a promise: the spread of 2-3 seeds is itself
     uncertain.
 
@@ -189,8 +187,7 @@ def seeds_to_resolve(base: Sequence[float] | np.ndarray, change: Sequence[float]
     b, c = b[keep], c[keep]
     if b.size < 2:
         return None
-    r = c / b
-    d = np.log(r) if np.all(r > 0) else 100.0 * (r - 1.0)
+    d, _ = per_seed_changes(b, c)
     m, sd = abs(float(d.mean())), float(d.std(ddof=1))
     if not (m > 0 and sd > 0 and math.isfinite(m) and math.isfinite(sd)):
         return None
@@ -208,6 +205,15 @@ def seeds_to_resolve(base: Sequence[float] | np.ndarray, change: Sequence[float]
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if resolves(mid) else (mid, hi)
     return hi
+
+
+def per_seed_changes(base: np.ndarray, change: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The per-seed change of paired values (float arrays of one shape, no zero in ``base``)
+    on the scale the small-sample intervals take it: ``(ln(change / base), True)`` where every
+    ratio is positive (ratios scatter multiplicatively, as compare.noise_pct says), else
+    ``(100 (change / base - 1), False)``, the percent change."""
+    r = change / base
+    return (np.log(r), True) if np.all(r > 0) else (100.0 * (r - 1.0), False)
 
 
 SMALL_SAMPLE_SEEDS = 20
