@@ -101,9 +101,10 @@ def _relocated(sc: dict[str, Any], d: Path) -> dict[str, Any]:
         if not isinstance(v, str) or not v or Path(v).expanduser().is_absolute():
             return v
         p = find(v)
-        if p is None or not p.is_file() or p.resolve().is_relative_to(shipped[0]) or p.resolve().is_relative_to(shipped[1]):
+        if p is None or not p.is_file():
             return v
-        return os.path.relpath(p.resolve(), d.resolve())
+        p = p.resolve()
+        return v if any(p.is_relative_to(s) for s in shipped) else os.path.relpath(p, d.resolve())
 
     def data_paths(node: Any) -> Any:
         if isinstance(node, dict):
