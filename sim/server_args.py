@@ -61,6 +61,11 @@ MAX_CHUNK_TOKENS = 2**31 - 1
 with no upper bound, but each token of a chunk takes a KV slot whose index SGLang keeps as int32
 (mem_cache/memory_pool.py ``ReqToTokenPool``: ``req_to_token`` int32), so no pool, and no chunk
 of it, reaches 2**31 tokens."""
+MAX_RUNNING_REQUESTS = MAX_CHUNK_TOKENS
+"""Largest ``max_running_requests`` (and ``context_length``) a scenario may state. SGLang types
+both plain ints, but a running request holds at least one KV slot and a context is a row of KV
+slot indices, both int32 (mem_cache/memory_pool.py ``ReqToTokenPool``: ``req_to_token`` is an
+int32 table of max_running_requests rows by context length), so neither reaches 2**31."""
 MAX_POOL_TOKENS = 2**63 - 1
 """Largest ``max_total_num_tokens`` a scenario (or a result line's server_info) may state: the
 pool is an int64 token count wherever the simulator computes with it (sim/served.py
@@ -215,9 +220,9 @@ class ServerArgs(BaseModel):
     out of the chain drafter's range (0, negative; topk above 64): held at 1 here and said as
     SGLang's reset by :func:`sim.defaults.block_drafter_resets` (:meth:`_block_drafter_resets`)."""
 
-    max_running_requests: int = Field(256, ge=1, description="Running-slot limit (requests).")
+    max_running_requests: int = Field(256, ge=1, le=MAX_RUNNING_REQUESTS, description="Running-slot limit (requests); at most 2**31 - 1 (each holds an int32-indexed KV slot).")
     max_total_num_tokens: int = Field(724_000, ge=1, le=MAX_POOL_TOKENS, description="KV pool capacity, tokens. At most 2**63 - 1 (a token count is an int64).")
-    context_length: int | None = Field(None, ge=1, description="SGLang's --context-length: the model's context length as the server runs it (configs/model_config.py ModelConfig._derive_context_length: it replaces the one derived from the model's config; a larger one needs SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 there). A trace row longer than it fails as SGLang rejects it (a generated workload's is refused before the run), and the max_running_requests default is computed with it. None: the profile's hardware.context_len, if any.")
+    context_length: int | None = Field(None, ge=1, le=MAX_RUNNING_REQUESTS, description="SGLang's --context-length (at most 2**31 - 1: a context is a row of int32 KV slot indices): the model's context length as the server runs it (configs/model_config.py ModelConfig._derive_context_length: it replaces the one derived from the model's config; a larger one needs SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 there). A trace row longer than it fails as SGLang rejects it (a generated workload's is refused before the run), and the max_running_requests default is computed with it. None: the profile's hardware.context_len, if any.")
     allow_auto_truncate: bool = Field(False, description="SGLang's --allow-auto-truncate: a trace row's prompt past the context length or max_req_input_len (min(context_len, pool) - 6) is truncated to it, and its max_new_tokens to what the context and SGLang's cut on the prompt before the truncation leave (at least the one token the prefill makes), where without it SGLang rejects the request (managers/tokenizer_manager.py _validate_one_request, managers/utils.py validate_input_length; sim/served.py served_requests). Co-located servers' traces.")
     mem_fraction_static: float | None = Field(None, gt=0, lt=1, description="Fraction of the GPU's memory for weights and the KV pool (SGLang --mem-fraction-static): with a profile that knows its hardware, the default KV pool is this fraction of the memory less the weights, over the KV bytes per token; left out, SGLang's own from the memory, chunked_prefill_size and the graphs (arg_groups/memory_hook.py handle_gpu_memory_settings). Not read when max_total_num_tokens is given or the profile has no hardware block.")
     chunked_prefill_size: int = Field(16384, description="Chunk budget per prefill batch, tokens; -1 disables chunking (SGLang's value). At most 2**31 - 1 (SGLang's KV slot index is int32).")

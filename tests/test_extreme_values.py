@@ -66,6 +66,8 @@ def assert_one_line(rc, err, tmp_path, key):
     (MULTI, "workload.multi_turn.think_time_s", "1.0e+308", "workload.multi_turn.think_time_s"),
     (POISSON, "workload.burstiness", "5.0e-324", "workload.burstiness"),
     (BATCH, "server.sliding_window_size", 2**63, "server.swa_full_tokens_ratio"),
+    (BATCH, "server.max_running_requests", 10**30, "server.max_running_requests"),
+    (BATCH, "server.context_length", 10**30, "server.context_length"),
 ])
 def test_an_extreme_value_is_refused_in_one_line(tmp_path, capsys, base, key, value, named):
     rc, err = run(tmp_path, capsys, base, key, value)
@@ -73,10 +75,10 @@ def test_an_extreme_value_is_refused_in_one_line(tmp_path, capsys, base, key, va
 
 
 def test_a_multi_turn_history_past_memory_is_refused_before_it_is_made(tmp_path, capsys):
-    """With a context and a pool that hold it, a 2**31 - 1-token system prompt in two
+    """With a context and a pool that hold it, a system prompt just under 2**31 tokens in two
     conversations is refused for the memory its token ids take (64 GiB), before any is made."""
-    base = (MULTI[0], [*MULTI[1], f"server.context_length={10**30}", f"server.max_total_num_tokens={2**63 - 1}"])
-    rc, err = run(tmp_path, capsys, base, "workload.multi_turn.system_prompt_len", 2**31 - 1)
+    base = (MULTI[0], [*MULTI[1], f"server.context_length={2**31 - 1}", f"server.max_total_num_tokens={2**63 - 1}"])
+    rc, err = run(tmp_path, capsys, base, "workload.multi_turn.system_prompt_len", 2**31 - 1 - 400)
     assert_one_line(rc, err, tmp_path, "workload.multi_turn")
     assert "of token ids" in err[-1], err
 
@@ -85,6 +87,8 @@ def test_a_multi_turn_history_past_memory_is_refused_before_it_is_made(tmp_path,
     (PRIORITY, "workload.priorities", f"[{2**63 - 1}, {-(2**63 - 1)}]"),
     (MULTI, "workload.multi_turn.think_time_s", "1.0e+9"),
     (POISSON, "workload.burstiness", "1.0e-300"),
+    (BATCH, "server.max_running_requests", 2**31 - 1),
+    (BATCH, "server.context_length", 2**31 - 1),
 ])
 def test_the_largest_allowed_value_runs(tmp_path, capsys, base, key, value):
     rc, err = run(tmp_path, capsys, base, key, value)
