@@ -71,6 +71,7 @@ from specsched.sim.defaults import hardware_of
 from specsched.sim.errors import ConfigError
 from specsched.sim.grid_range import (
     PADDED_WIDTH_COUNTS,
+    ROWS_READ,
     DecodeFromVerify,
     EagerUnpriced,
     GridExit,
@@ -210,7 +211,10 @@ class CostModel:
         # a mixed step's running rows read their KV as a decode forward's rows do: priced by
         # the decode grid's context part (the step grid's where the profile has no decode grid)
         rows = g.decode if g.decode is not None else grid
-        self.rows_grid = self.step_grid if rows is grid else rows.interpolator("gpu.decode")
+        # its own reader, named for what it prices: a range warning of these reads names the
+        # KV read, not a decode/verify step (an extend's 60-token cached prefix warned as
+        # "verify context 60" among ~4K-token prompts)
+        self.rows_grid = rows.interpolator(f"{'gpu.decode' if rows is g.decode else key}{ROWS_READ}")
         self.rows_c = tuple(float(c) for c in rows.context_len[:2])
         # a DSpark prefill whose slot expansion blocks the host: the extend and its injection
         # are launched apart, the block between them (runtime/engine.py ``_host_block``)
@@ -848,8 +852,7 @@ class CostModel:
         written once when it ends (:mod:`sim.grid_range`)."""
         name = self.profile.name
         notes: list[RangeNote] = []
-        extra = () if self.rows_grid is self.step_grid else (self.rows_grid,)
-        for interp in (self.step_grid, self.extend, self.inject, self.draft_step, *extra):
+        for interp in (self.step_grid, self.extend, self.inject, self.draft_step, self.rows_grid):
             if not isinstance(interp, GridInterp):
                 continue
             # a padded_max profile reads its decode/verify grid at the padded width, which
@@ -864,7 +867,9 @@ class CostModel:
                 # a grid that says the contexts its measurements spanned is warned past them
                 span = axis == "context_len" and interp.span is not None
                 lo, hi = interp.span if span else (float(pts[0]), float(pts[-1]))
-                notes.append(GridExit(name, interp.name, axis, float(q), lo, hi,
+                # the KV read's requests are the grid's batch axis: one line with the steps'
+                grid = interp.name.removesuffix(ROWS_READ) if axis == "x" else interp.name
+                notes.append(GridExit(name, grid, axis, float(q), lo, hi,
                                       context_counts=counts, columns=(float(pts[0]), float(pts[-1])) if span else None,
                                       x_window=(self.window, self.ref_window) if longer and axis == "x" else None))
             for axis, q in interp.below.items():

@@ -25,9 +25,17 @@ from dataclasses import dataclass
 from typing import TextIO
 
 _EXTEND_CONTEXT = "keys per extend token, prefix plus half the extend"
+ROWS_READ = " (the KV read of extends' cached prefixes and mixed steps' running rows)"
+"""Suffix of the decode/verify grid's name where the cost model reads it for a KV read other
+than a decode/verify step's own (sim/cost_model.py ``rows_context_s``): an extend's requests
+reading their cached prefixes, a mixed step's running rows reading their contexts. Its context
+warnings name that read, so a short cached prefix is not reported as a verify's context; its
+batch axis is warned with the grid's own steps (one line)."""
 AXIS_NAMES = {
     "gpu.decode": ("batch", "tokens per request"),
     "gpu.verify": ("batch", "tokens per request"),
+    "gpu.decode" + ROWS_READ: ("batch", "mean tokens per request read"),
+    "gpu.verify" + ROWS_READ: ("batch", "mean tokens per request read"),
     "gpu.draft_step": ("tokens", "tokens per request"),
     "gpu.extend": ("tokens", _EXTEND_CONTEXT),
     "gpu.draft_inject": ("tokens", _EXTEND_CONTEXT),

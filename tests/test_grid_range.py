@@ -26,7 +26,7 @@ from specsched.sim.profile import Profile
 from specsched.cli import main
 from tests.conftest import load_benchmark, make_scenario
 
-LINE = re.compile(r"^warning: profile small: (\w[\w ]*?) (batch|tokens|context) ([\d.e+]+) beyond the profile's "
+LINE = re.compile(r"^warning: profile small: (\w[\w ]*?(?: \(the KV read [^)]*\))?) (batch|tokens|context) ([\d.e+]+) beyond the profile's "
                   r"grid \(([\d.e+]+)-([\d.e+]+)\): extrapolated")
 
 PROFILE = {
@@ -104,6 +104,18 @@ def test_one_note_per_key_at_the_maximum(queries):
 
 
 # ------------------------------------------------------------------------------ plain run
+def test_a_cached_prefix_read_is_warned_as_that_read_not_as_a_decode_context():
+    """A prompt of 260 tokens in chunks of 250 and one output token: no decode step runs, but the
+    second chunk's request reads its 250-token cached prefix, priced on the decode grid's context
+    axis past its 200. The line names that read, so no decode is reported at a context no decode
+    reached (a 60-token prefix among 4K prompts once read "verify context 60")."""
+    sc = scenario(n=1, prompt=260, output=1, chunked_prefill_size=250, max_prefill_tokens=250)
+    got = parsed(warning_lines(SimEngine(sc, small_profile()).run().extra["range_notes"]))
+    read = "decode (the KV read of extends' cached prefixes and mixed steps' running rows)"
+    assert (read, "context") in got and got[(read, "context")] == (250, 100, 200)
+    assert ("decode", "context") not in got
+
+
 def test_a_plain_run_notes_every_axis_it_left_once_at_its_extent():
     result = SimEngine(scenario(), small_profile()).run()
     got = parsed(warning_lines(result.extra["range_notes"]))
