@@ -15,6 +15,7 @@ import argparse
 import sys
 import traceback
 
+import specsched.runtime._requires_torch  # noqa: F401  (one line without torch)
 from specsched.runtime.engine import RuntimeEngine
 from specsched.sim.config import Scenario
 from specsched.sim.engine import SimEngine

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import specsched.runtime._requires_torch  # noqa: F401  (one line without torch)
 from specsched.runtime.device import Device
 from specsched.runtime.microbench import time_calls
 from specsched.runtime.model import PRESETS, LlamaProxy, ModelRunner, draft_preset

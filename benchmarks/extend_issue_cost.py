@@ -28,6 +28,7 @@ import sys
 import time
 from pathlib import Path
 
+import specsched.runtime._requires_torch  # noqa: F401  (one line without torch)
 import torch
 from specsched.runtime.device import Device
 from specsched.runtime.model import PRESETS, LlamaProxy, ModelRunner, draft_preset

@@ -33,6 +33,7 @@ import statistics
 import sys
 from pathlib import Path
 
+import specsched.runtime._requires_torch  # noqa: F401  (one line without torch)
 import torch
 from specsched.runtime.profiler import _Profiler
 from specsched.sim.config import load_scenario

@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import specsched.runtime._requires_torch  # noqa: F401  (one line without torch)
 from specsched.runtime.cli_commands import (
     TARGET_METRICS,
     VALIDATE_METRICS,

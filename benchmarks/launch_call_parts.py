@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import specsched.runtime._requires_torch  # noqa: F401  (one line without torch)
 from specsched.runtime.device import Device
 from specsched.runtime.engine import RuntimeEngine
 from specsched.runtime.graphs import GraphCache

@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+import specsched.runtime._requires_torch  # noqa: F401  (one line without torch)
 from specsched.analysis.overrides import load_scenario_with_overrides
 from specsched.runtime.engine import RuntimeEngine
 

@@ -21,6 +21,7 @@ import re
 import sys
 from pathlib import Path
 
+import specsched.runtime._requires_torch  # noqa: F401  (one line without torch)
 import yaml
 from specsched.runtime.profile_fit import eager_fit, extend_issue_fit
 from specsched.sim.profile import load_profile

@@ -170,6 +170,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import specsched.runtime._requires_torch  # noqa: F401  (one line without torch)
 from specsched.analysis.overrides import check_key, load_scenario_with_overrides, parse_overrides
 from specsched.runtime.cli_commands import TARGET_METRICS
 from specsched.runtime.host_reference import (

@@ -172,14 +172,48 @@ BENCHMARKS = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py"))
 def test_every_benchmark_script_prints_its_help(script, capsys, monkeypatch):
     """``python benchmarks/X.py --help`` exits 0 with a usage line: a help string with a bare
     ``%`` (argparse formats help with %) made one script's --help a traceback."""
+    import importlib.util
     import runpy
 
     monkeypatch.setattr(sys, "argv", [script, "--help"])
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    guarded = "import specsched.runtime._requires_torch" in (ROOT / "benchmarks" / script).read_text()
+    if guarded and importlib.util.find_spec("torch") is None:   # a checkout without the runtime extra
+        monkeypatch.delitem(sys.modules, "specsched.runtime._requires_torch", raising=False)
+        with pytest.raises(SystemExit) as e:
+            runpy.run_path(str(ROOT / "benchmarks" / script), run_name="__main__")
+        assert e.value.code == 2 and "needs torch" in capsys.readouterr().err
+        return
     with pytest.raises(SystemExit) as e:
         runpy.run_path(str(ROOT / "benchmarks" / script), run_name="__main__")
     assert e.value.code in (0, None)
     assert "usage:" in capsys.readouterr().out
+
+
+def test_a_script_that_needs_torch_says_so_in_one_line_without_it(capsys, monkeypatch):
+    """Every benchmark script that imports the runtime imports runtime/_requires_torch.py first:
+    without torch it ends in one line naming the install, exit 2 (it was a ModuleNotFoundError
+    traceback from whichever runtime module imported torch first)."""
+    import importlib.util
+    import runpy
+
+    guard = "import specsched.runtime._requires_torch"
+    guarded = {s: (ROOT / "benchmarks" / s).read_text().splitlines() for s in BENCHMARKS}
+    guarded = {s: lines for s, lines in guarded.items() if any(ln.startswith(guard) for ln in lines)}
+    assert {"gpu_validate.py", "cuda_plan_check.py", "extend_shape_cost.py"} <= set(guarded)
+    for s, lines in guarded.items():   # the guard runs before anything that imports torch
+        first = next(i for i, ln in enumerate(lines) if ln.startswith(guard))
+        assert not any(ln.startswith(("import torch", "from specsched.runtime")) for ln in lines[:first]), s
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    monkeypatch.setattr(sys, "argv", ["gpu_validate.py", "--help"])
+    monkeypatch.delitem(sys.modules, "specsched.runtime._requires_torch", raising=False)
+    with pytest.raises(SystemExit) as e:
+        runpy.run_module("specsched.runtime._requires_torch")
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["gpu_validate.py: error: this script needs torch, which is not installed: "
+                   "pip install 'specsched[runtime]' (in a checkout: pip install -e '.[runtime]')"], err
 
 
 def test_an_option_of_one_value_given_twice_with_two_values_is_refused(capsys):
