@@ -368,7 +368,8 @@ class WorkloadConfig(BaseModel):
             n = mt.num_conversations * mt.fixed_turns
             if self.num_requests != n:
                 raise FieldError("workload.num_requests", self.num_requests, f"multi_turn makes {n} requests "
-                                 f"(num_conversations x num_turns); num_requests must equal it: leave it out or set {n}")
+                                 f"(num_conversations x num_turns); num_requests must equal it: leave it out or set {n} (fewer "
+                                 "requests: set workload.multi_turn.num_conversations)")
             if self.output_len is None:
                 raise ValueError("kind 'multi_turn' needs 'output_len' (per turn)")
             return self
@@ -379,7 +380,8 @@ class WorkloadConfig(BaseModel):
             if self.num_requests != sp.num_groups * sp.prompts_per_group:
                 raise FieldError("workload.num_requests", self.num_requests, f"shared_prefix makes "
                                  f"{sp.num_groups * sp.prompts_per_group} requests (num_groups x prompts_per_group); "
-                                 f"num_requests must equal it: leave it out or set {sp.num_groups * sp.prompts_per_group}")
+                                 f"num_requests must equal it: leave it out or set {sp.num_groups * sp.prompts_per_group} (fewer "
+                                 "requests: set workload.shared_prefix.num_groups)")
         for key in ("num_requests", "output_len") + (("input_len",) if sp is None else ()):
             if getattr(self, key) is None:
                 raise ValueError(f"kind {self.kind!r} needs '{key}'")

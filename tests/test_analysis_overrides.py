@@ -133,7 +133,8 @@ def test_a_multi_turn_what_if_derives_the_request_count_again(conversations, tur
 
 
 def test_a_stated_count_that_is_not_the_product_is_still_refused():
-    with pytest.raises(ConfigError, match=r"workload.num_requests = 7: multi_turn makes 20 requests .* set 20$"):
+    with pytest.raises(ConfigError, match=r"workload.num_requests = 7: multi_turn makes 20 requests .* set 20 "
+                                          r"\(fewer requests: set workload.multi_turn.num_conversations\)$"):
         load_scenario_with_overrides(ROOT / "scenarios" / "multi-turn-example.yaml", "base", {
             "workload.multi_turn.num_conversations": 4, "workload.num_requests": 7})
     with pytest.raises(ConfigError, match="num_requests must equal it"):
