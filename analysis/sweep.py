@@ -31,6 +31,7 @@ import math
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -466,7 +467,7 @@ def run_sweep(
         log_fd = os.open(run_log_path(out), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
         try:
             return _run_locked(path, out, ids, scenarios, seeds, sha, meta, order, log_fd, executor, resume,
-                               runner, progress, checkpoint_s, max_workers)
+                               runner, progress, checkpoint_s, max_workers, tuple(k for k in fixed if k not in grid))
         finally:
             os.close(log_fd)
 
@@ -495,6 +496,23 @@ def _check_same_parameters(out: Path, old_points: Iterable[str], ids: list[str])
                           "overwrite this one")
 
 
+def new_set_values(out: Path, old_points: Iterable[str], ids: list[str], set_keys: Sequence[str]) -> list[str]:
+    """Note lines for ``--set`` keys this sweep gives a value the file's runs were not made at
+    (e.g. ``workload.num_requests`` 32 where they ran 64). The file then holds both as points of
+    one sweep, as more values of a grid axis would extend it, and the summary names its best point
+    across them; said, since a --set value reads as the sweep's fixed condition, not an axis."""
+    old = [json.loads(p) for p in set(old_points)]
+    new = json.loads(ids[0]) if ids and old else {}
+    lines = []
+    for key in set_keys:
+        held = sorted({json.dumps(p.get(key), default=str) for p in old}, key=lambda v: (len(v), v))
+        mine = json.dumps(new.get(key), default=str)
+        if held and mine not in held:
+            lines.append(f"note: {out} holds runs at {key} = {', '.join(held)}; this sweep adds {key} = {mine}: "
+                         "one sweep now, whose summary and best point span both (give another --out to keep them apart)")
+    return lines
+
+
 def other_out(out: Path, new: Sequence[str], held: Iterable[Sequence[str]]) -> Path:
     """A sweep file name beside ``out`` for a sweep over the parameters ``new`` (dotted keys)
     where ``out`` holds one over ``held``: ``out``'s stem plus the last part of each key the
@@ -514,8 +532,9 @@ def other_out(out: Path, new: Sequence[str], held: Iterable[Sequence[str]]) -> P
 def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], seeds: int, sha: str,
                 meta: dict[str, str], order: dict[str, int], log_fd: int, executor: Any, resume: bool,
                 runner: Runner | None, progress: bool, checkpoint_s: float,
-                max_workers: int | None) -> SweepReport:
-    """:func:`run_sweep` once the points are validated and ``out``'s lock is held."""
+                max_workers: int | None, set_keys: tuple[str, ...] = ()) -> SweepReport:
+    """:func:`run_sweep` once the points are validated and ``out``'s lock is held
+    (``set_keys``: the ``--set`` keys, not grid axes)."""
     log = run_log_path(out)
     columns = METRIC_COLUMNS
     existing = pd.DataFrame(columns=columns)
@@ -544,6 +563,8 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
     else:
         os.ftruncate(log_fd, 0)
     _check_same_parameters(out, existing["point"], ids)
+    for line in new_set_values(out, existing["point"], ids, set_keys):
+        print(line, file=sys.stderr)
     done = set(zip(existing["point"], existing["seed"].astype(int), strict=True))
 
     tasks = []

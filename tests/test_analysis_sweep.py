@@ -201,6 +201,25 @@ def test_a_sweep_over_other_parameters_is_not_merged_into_the_file(scenario, tmp
                      runner=synthetic_run, progress=False, resume=False).ran == 1
 
 
+def test_a_sweep_at_a_new_set_value_says_it_extends_the_file(scenario, tmp_path, capsys):
+    """The same sweep again with another --set value (12 requests, then 6) extends the file as a
+    new value of a grid axis would, and its summary spans both; a user reads --set as the
+    sweep's fixed condition, so one note line says so. The same value again: no note."""
+    out = tmp_path / "sweep.parquet"
+    kw = dict(executor=ThreadPoolExecutor(1), runner=synthetic_run, progress=False)
+    run_sweep(scenario, {"server.min_free_slots": [2]}, 1, out, overrides={"workload.num_requests": 12}, **kw)
+    assert "note:" not in capsys.readouterr().err
+    rep = run_sweep(scenario, {"server.min_free_slots": [2]}, 1, out, overrides={"workload.num_requests": 6}, **kw)
+    assert rep.ran == 1
+    notes = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("note:")]
+    assert notes == [f"note: {out} holds runs at workload.num_requests = 12; this sweep adds workload.num_requests "
+                     "= 6: one sweep now, whose summary and best point span both (give another --out to keep them "
+                     "apart)"], notes
+    assert set(read_sweep(out)["workload.num_requests"]) == {6, 12}
+    run_sweep(scenario, {"server.min_free_slots": [2, 3]}, 1, out, overrides={"workload.num_requests": 6}, **kw)
+    assert "note:" not in capsys.readouterr().err
+
+
 def test_resume_refuses_results_of_a_changed_scenario(scenario, tmp_path):
     out = tmp_path / "sweep.parquet"
     run_sweep(scenario, {}, 1, out, executor=ThreadPoolExecutor(1), runner=synthetic_run, progress=False)
