@@ -507,7 +507,8 @@ def new_set_values(out: Path, old_points: Iterable[str], ids: list[str], set_key
     for key in set_keys:
         held = sorted({json.dumps(p.get(key), default=str) for p in old}, key=lambda v: (len(v), v))
         mine = json.dumps(new.get(key), default=str)
-        if held and mine not in held:
+        # 2 and 2.0 are one value (the point ids differ by the type parse_overrides gives them)
+        if held and all(json.loads(h) != json.loads(mine) for h in held):
             lines.append(f"note: {out} holds runs at {key} = {', '.join(held)}; this sweep adds {key} = {mine}: "
                          "one sweep now, whose summary and best point span both (give another --out to keep them apart)")
     return lines

@@ -867,8 +867,10 @@ class CostModel:
                 # a grid that says the contexts its measurements spanned is warned past them
                 span = axis == "context_len" and interp.span is not None
                 lo, hi = interp.span if span else (float(pts[0]), float(pts[-1]))
-                # the KV read's requests are the grid's batch axis: one line with the steps'
-                grid = interp.name.removesuffix(ROWS_READ) if axis == "x" else interp.name
+                # the KV read's requests on the steps' own grid: one batch line with the steps'
+                # (on the decode grid of a speculative run no decode step ran: named as the read)
+                base = interp.name.removesuffix(ROWS_READ)
+                grid = base if axis == "x" and base == self.step_grid.name else interp.name
                 notes.append(GridExit(name, grid, axis, float(q), lo, hi,
                                       context_counts=counts, columns=(float(pts[0]), float(pts[-1])) if span else None,
                                       x_window=(self.window, self.ref_window) if longer and axis == "x" else None))

@@ -30,12 +30,10 @@ ROWS_READ = " (the KV read of extends' cached prefixes and mixed steps' running 
 than a decode/verify step's own (sim/cost_model.py ``rows_context_s``): an extend's requests
 reading their cached prefixes, a mixed step's running rows reading their contexts. Its context
 warnings name that read, so a short cached prefix is not reported as a verify's context; its
-batch axis is warned with the grid's own steps (one line)."""
+batch axis is warned with the grid's own steps (one line) where the steps run on that grid."""
 AXIS_NAMES = {
     "gpu.decode": ("batch", "tokens per request"),
     "gpu.verify": ("batch", "tokens per request"),
-    "gpu.decode" + ROWS_READ: ("batch", "mean tokens per request read"),
-    "gpu.verify" + ROWS_READ: ("batch", "mean tokens per request read"),
     "gpu.draft_step": ("tokens", "tokens per request"),
     "gpu.extend": ("tokens", _EXTEND_CONTEXT),
     "gpu.draft_inject": ("tokens", _EXTEND_CONTEXT),
@@ -110,7 +108,10 @@ class GridExit:
         last one up``, or
         ``warning: profile h200-8b: extend tokens 13 below the profile's grid (256-8192):
         extrapolated by the line through its first doubling, at most its first point's time``."""
-        x_name, counts = AXIS_NAMES.get(self.grid, ("x", "tokens per request"))
+        base = self.grid.removesuffix(ROWS_READ)
+        x_name, counts = AXIS_NAMES.get(base, ("x", "tokens per request"))
+        if base != self.grid:   # the grid read for other rows' KV (ROWS_READ)
+            counts = "mean tokens per request read"
         counts = self.context_counts or counts
         grid = self.grid.removeprefix("gpu.").replace("_", " ")
         if self.below and self.axis == "context_len":

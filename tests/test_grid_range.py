@@ -103,6 +103,24 @@ def test_one_note_per_key_at_the_maximum(queries):
         assert n.extent == max(q for g, a, q in queries if (g, a) == (n.grid, n.axis))
 
 
+def test_the_kv_read_on_another_grid_than_the_steps_names_its_batch_as_that_read():
+    """A speculative run steps on the verify grid; the KV reads of extends' cached prefixes are
+    priced on the decode grid. Eight requests reading past that grid's batch 4 are warned as the
+    read's batch, not as a "decode batch 8" no decode step ran; on the steps' own grid (plain
+    decoding) the same read shares the steps' batch line."""
+    from specsched.sim.config import ServerArgs
+    from specsched.sim.cost_model import CostModel
+    from specsched.sim.grid_range import ROWS_READ
+
+    for algo, window, grid in (("dspark", 4, "decode" + ROWS_READ), ("none", 1, "decode")):
+        cm = CostModel(small_profile(), ServerArgs(speculative_algorithm=algo, speculative_num_draft_tokens=window))
+        cm.rows_context_s(8, 300.0)
+        got = parsed(cm.range_warnings())
+        assert got[(grid, "batch")] == (8, 1, 4), got
+        assert got[("decode" + ROWS_READ, "context")] == (300, 100, 200), got
+        assert ("decode", "context") not in got and (algo == "none" or ("decode", "batch") not in got), got
+
+
 # ------------------------------------------------------------------------------ plain run
 def test_a_cached_prefix_read_is_warned_as_that_read_not_as_a_decode_context():
     """A prompt of 260 tokens in chunks of 250 and one output token: no decode step runs, but the
