@@ -40,6 +40,7 @@ from specsched.analysis.io import atomic_write, atomic_write_text
 from specsched.analysis.overrides import load_scenario_with_overrides, parse_overrides
 from specsched.sim.bench_serving import bench_line
 from specsched.sim.cli_types import positive_int
+from specsched.sim.errors import MissingDependency, require
 
 COLUMNS = ("rate", "seed", "repeat", "median_ttft_ms", "p90_ttft_ms", "median_itl_ms", "mean_tpot_ms",
            "output_throughput", "duration")
@@ -99,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--deadline-s", type=float, default=None, help="start no run after this many seconds")
     a = ap.parse_args(argv)
+    try:
+        require("torch", "measuring (this script)")
+    except MissingDependency as e:   # one line, not the runtime's ModuleNotFoundError traceback
+        ap.exit(2, f"{ap.prog}: error: {e}\n")
     from specsched.runtime.engine import RuntimeEngine
     from specsched.sim.results import write_results
 
