@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from specsched.sim.atomic import file_above
-from specsched.sim.cli_types import nonnegative_int, positive_int
+from specsched.sim.cli_types import nonnegative_int, positive_int, seed_count
 from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.sglang_launch_args import same_setting
 
@@ -932,7 +932,7 @@ def add_parsers(sub: Any) -> None:
     v.add_argument("--profile", help="profile (overrides the scenario's; required without --scenario)")
     v.add_argument("--arm", default="base", help="arm of the scenario (default base)")
     v.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a scenario key (repeatable)")
-    v.add_argument("--seeds", type=positive_int, default=3, help="seeds to average the prediction over (default 3)")
+    v.add_argument("--seeds", type=seed_count, default=3, help="seeds to average the prediction over (default 3)")
     v.add_argument("--seed", type=nonnegative_int, help="first seed (default the scenario's)")
     v.add_argument("--lengths", choices=("args", "details"), default="args", help=argparse.SUPPRESS)
     v.add_argument("--arrivals", choices=("auto", "rate", "details"), default=None,

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from specsched.sim.cli_types import nonnegative_float, positive_int
+from specsched.sim.cli_types import nonnegative_float, positive_int, seed_count
 from specsched.sim.errors import ConfigError
 
 _CLI = "<command line>"
@@ -805,7 +805,7 @@ def add_parsers(subparsers: Any) -> None:
                                           "the first (mean, % change, paired bootstrap CI of the % change).")
     c.add_argument("scenario", metavar="SCENARIO", help="scenario YAML file")
     c.add_argument("--arms", required=True, help="comma-separated arms, the first is the base (e.g. base,fix)")
-    c.add_argument("--seeds", type=positive_int, default=5, metavar="K", help="seeds per arm (default 5; 1 gives no CI)")
+    c.add_argument("--seeds", type=seed_count, default=5, metavar="K", help="seeds per arm (default 5; 1 gives no CI)")
     c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a scenario key for every arm (repeatable), e.g. workload.num_requests=32")
     c.add_argument("--metrics", help="comma-separated summary keys (default: throughput, TTFT stats, median TPOT/ITL, verify cycles/s, accept length; a metric no run has a value for is left out)")
@@ -830,7 +830,7 @@ def add_parsers(subparsers: Any) -> None:
     s.add_argument("scenario", metavar="SCENARIO", help="scenario YAML file")
     s.add_argument("--grid", nargs="+", action="extend", default=[], required=True, metavar="KEY=V1,V2",
                    help="an axis: dotted key = comma-separated values (repeatable)")
-    s.add_argument("--seeds", type=positive_int, default=1, metavar="K", help="seeds per point (default 1)")
+    s.add_argument("--seeds", type=seed_count, default=1, metavar="K", help="seeds per point (default 1)")
     s.add_argument("--out", metavar="F", help="parquet file (default results/sweep-<scenario>.parquet)")
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a scenario key at every point (repeatable; a --grid axis wins)")

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from specsched.sim.cli_types import nonnegative_int, positive_int
+from specsched.sim.cli_types import nonnegative_int, seed_count
 
 VALIDATE_METRICS = (
     "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "max_ttft_ms", "median_tpot_ms",
@@ -469,7 +469,7 @@ def add_parsers(sub: Any) -> None:
                                                              "(SGLang JSONL or vLLM JSON; nothing is measured here)")
     v.add_argument("--scenario", dest="scenario_file", metavar="S", help="with --measured: the scenario YAML "
                                                                          "(default: built from the line with --profile)")
-    v.add_argument("--seeds", type=positive_int, default=None,
+    v.add_argument("--seeds", type=seed_count, default=None,
                    help="with --measured: seeds to average the prediction over (default 3)")
     v.add_argument("--plot", action="store_true", help="with --measured: overlay the measured TTFT/TPOT/ITL distributions")
     v.add_argument("--log-x", action="store_true", help="with --measured: logarithmic latency axes in the plots")

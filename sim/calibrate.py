@@ -44,7 +44,7 @@ import numpy as np
 import yaml
 from scipy.optimize import minimize
 from specsched.sim.bundled import profiles_dir, scenarios_dir
-from specsched.sim.cli_types import positive_int
+from specsched.sim.cli_types import positive_int, seed_count
 from specsched.sim.config import Scenario, load_scenario, with_value
 from specsched.sim.engine import run_scenario
 from specsched.sim.metrics import error_pct
@@ -303,7 +303,7 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
     c.add_argument("--max-evals", type=positive_int, default=160, help="objective evaluations the fit may run, a hard cap (each simulates two cells x --seeds; with --from, each "
                         "simulates every run x --seeds, and the start scan's and the Jacobians' count too); a fit the cap "
                         "stops keeps the best point evaluated and says so")
-    c.add_argument("--seeds", type=positive_int, default=SEEDS, help="seeds (1..K) each simulated figure is averaged over")
+    c.add_argument("--seeds", type=seed_count, default=SEEDS, help="seeds (1..K) each simulated figure is averaged over")
 
 
 def add_parsers(sub: Any) -> None:

@@ -31,6 +31,25 @@ def positive_int(text: str) -> int:
     return _int(text, 1)
 
 
+MAX_SEEDS = 100_000
+"""Most seeds a command takes (``--seeds``): each seed is a whole simulated run, so 100,000 of
+the smallest shipped cell already take hours, while a sweep builds its list of runs up front
+(``--seeds 99999999999`` grew it by ~50 MB a second, silently, towards running out of memory)."""
+
+
+def seed_count(text: str) -> int:
+    """argparse type of ``--seeds``: an integer from 1 to :data:`MAX_SEEDS`.
+
+    Raises:
+        argparse.ArgumentTypeError: not an integer, < 1 or > MAX_SEEDS (argparse reports it,
+            exit 2).
+    """
+    v = _int(text, 1)
+    if v > MAX_SEEDS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_SEEDS:,} seeds (each is a whole run), got {v}")
+    return v
+
+
 def nonnegative_int(text: str) -> int:
     """argparse type: an integer >= 0 (a seed: numpy's generators take any such integer).
 

@@ -26,6 +26,9 @@ def _one_line_error(argv: list[str], capsys) -> str:
     (["compare", "burst256-ht", "--arms", "base,both", "--seeds", "0"], "--seeds", "0", ">= 1"),
     (["sweep", "batch8-ll", "--grid", "arm=base", "--seeds", "-2"], "--seeds", "-2", ">= 1"),
     (["sweep", "batch8-ll", "--grid", "arm=base", "--workers", "0"], "--workers", "0", ">= 1"),
+    # built a list of 2e11 runs up front, ~50 MB a second, without a word
+    (["sweep", "batch8-ll", "--grid", "arm=base", "--seeds", "99999999999"], "--seeds", "99999999999", "at most 100,000"),
+    (["compare", "burst256-ht", "--arms", "base,both", "--seeds", "100001"], "--seeds", "100001", "at most 100,000"),
     (["run", "burst256-ht", "--seed", "x"], "--seed", "'x'", ">= 0"),
     (["run", "burst256-ht", "--seed", "-1"], "--seed", "-1", ">= 0"),
     (["run", "burst256-ht", "--max-requests", "1.5"], "--max-requests", "'1.5'", ">= 1"),
