@@ -1,5 +1,6 @@
 """Fuzzing of the two other files users write or edit by hand: a profile (a shipped one with
-keys dropped or values of the wrong type or range) and a length histogram CSV (a header or
+keys dropped, values of the wrong type or range, or timings scaled by 0 to 1e6, which pass
+the schema and reach the cost model and the loop) and a length histogram CSV (a header or
 a row damaged, rows cut, duplicated or emptied, another encoding), each run through
 ``specsched run`` in-process.
 
@@ -41,13 +42,21 @@ def damaged_profile(draw: Any) -> tuple[str, dict]:
     name = draw(st.sampled_from(sorted(PROFILES)))
     prof = copy.deepcopy(LOADED[name])
     for _ in range(draw(st.integers(1, 2))):
-        path = draw(st.sampled_from(list(_paths(prof))))
+        paths = list(_paths(prof))
+        # mostly the timings (gpu, host), so the damage reaches the cost model and the loop
+        # rather than stopping at a renamed description
+        costs = [p for p in paths if p[0] in ("gpu", "host")]
+        path = draw(st.sampled_from(costs if costs and draw(st.integers(0, 4)) else paths))
         parent = prof
         for k in path[:-1]:
             parent = parent[k]
-        key, op = path[-1], draw(st.sampled_from(["drop", "set", "set", "cut"]))
+        key, op = path[-1], draw(st.sampled_from(["drop", "set", "set", "cut", "scale", "scale"]))
         if op == "drop" and isinstance(parent, dict):
             del parent[key]
+        elif op == "scale" and _numbers(parent[key]):
+            # a value of the right type and shape, off by orders of magnitude (or 0): what
+            # reaches the cost model and the loop rather than the schema
+            parent[key] = _scaled(parent[key], draw(st.sampled_from([0.0, 1e-9, 0.5, 2.0, 1e6])))
         elif op == "cut" and isinstance(parent[key], list) and parent[key]:
             del parent[key][draw(st.integers(0, len(parent[key]) - 1)):]
         else:
@@ -55,7 +64,21 @@ def damaged_profile(draw: Any) -> tuple[str, dict]:
     return name, prof
 
 
-@fuzz(40)
+def _numbers(v: Any) -> bool:
+    """A number, or a (nested) list of them, that :func:`_scaled` can multiply."""
+    if isinstance(v, bool):
+        return False
+    return isinstance(v, (int, float)) or (isinstance(v, list) and bool(v) and all(_numbers(x) for x in v))
+
+
+def _scaled(v: Any, k: float) -> Any:
+    """``v`` (a number or nested list of numbers) times ``k``, ints kept ints where they stay whole."""
+    if isinstance(v, list):
+        return [_scaled(x, k) for x in v]
+    return type(v)(v * k) if isinstance(v, int) and float(v * k).is_integer() else v * k
+
+
+@fuzz(60)
 @given(damaged_profile())
 def test_fuzz_run_with_a_damaged_profile(case):
     name, prof = case
