@@ -19,7 +19,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.test_fuzz_real_files import VALUES, _cli, _paths, _workdir, fuzz
+from tests.test_fuzz_real_files import _cli, _paths, _workdir, damage_at, fuzz
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILES = {
@@ -37,8 +37,8 @@ ODD_CELLS = ["", "x", "-1", "0", "nan", "inf", "-inf", "1e400", "2147483648", "9
 
 @st.composite
 def damaged_profile(draw: Any) -> tuple[str, dict]:
-    """(profile name, its mapping) with one or two values damaged: a key dropped, a value
-    replaced, a list cut short."""
+    """(profile name, its mapping) with one or two values damaged (:func:`damage_at`): a key
+    dropped, a value replaced or scaled, a list cut short; mostly its timings."""
     name = draw(st.sampled_from(sorted(PROFILES)))
     prof = copy.deepcopy(LOADED[name])
     for _ in range(draw(st.integers(1, 2))):
@@ -47,35 +47,10 @@ def damaged_profile(draw: Any) -> tuple[str, dict]:
         # rather than stopping at a renamed description
         costs = [p for p in paths if p[0] in ("gpu", "host")]
         path = draw(st.sampled_from(costs if costs and draw(st.integers(0, 4)) else paths))
-        parent = prof
-        for k in path[:-1]:
-            parent = parent[k]
-        key, op = path[-1], draw(st.sampled_from(["drop", "set", "set", "cut", "scale", "scale"]))
-        if op == "drop" and isinstance(parent, dict):
-            del parent[key]
-        elif op == "scale" and _numbers(parent[key]):
-            # a value of the right type and shape, off by orders of magnitude (or 0): what
-            # reaches the cost model and the loop rather than the schema
-            parent[key] = _scaled(parent[key], draw(st.sampled_from([0.0, 1e-9, 0.5, 2.0, 1e6])))
-        elif op == "cut" and isinstance(parent[key], list) and parent[key]:
-            del parent[key][draw(st.integers(0, len(parent[key]) - 1)):]
-        else:
-            parent[key] = draw(VALUES)
+        # half the damage a scaling: a value of the right type and shape, off by orders of
+        # magnitude (or 0), which passes the schema and reaches the cost model and the loop
+        damage_at(draw, prof, path, draw(st.sampled_from(["drop", "set", "set", "cut", "scale", "scale"])))
     return name, prof
-
-
-def _numbers(v: Any) -> bool:
-    """A number, or a (nested) list of them, that :func:`_scaled` can multiply."""
-    if isinstance(v, bool):
-        return False
-    return isinstance(v, (int, float)) or (isinstance(v, list) and bool(v) and all(_numbers(x) for x in v))
-
-
-def _scaled(v: Any, k: float) -> Any:
-    """``v`` (a number or nested list of numbers) times ``k``, ints kept ints where they stay whole."""
-    if isinstance(v, list):
-        return [_scaled(x, k) for x in v]
-    return type(v)(v * k) if isinstance(v, int) and float(v * k).is_integer() else v * k
 
 
 @fuzz(60)

@@ -148,21 +148,46 @@ def damaged_run(draw: Any, lines: list[tuple[str, int]] = LINES) -> tuple[str, i
         if not paths:
             break
         path = draw(st.sampled_from(paths))
-        parent = run
-        for k in path[:-1]:
-            parent = parent[k]
-        key, op = path[-1], draw(st.sampled_from(["drop", "set", "set", "cut", "grow"]))
-        if op == "drop" and isinstance(parent, dict):
-            del parent[key]
-        elif op in ("cut", "grow") and isinstance(parent[key], list) and parent[key]:
-            lst = parent[key]
-            if op == "cut":
-                del lst[draw(st.integers(0, len(lst) - 1)):]
-            else:
-                lst.append(lst[-1])
-        else:
-            parent[key] = draw(VALUES)
+        damage_at(draw, run, path, draw(st.sampled_from(["drop", "set", "set", "cut", "grow"])))
     return name, i, runs
+
+
+def damage_at(draw: Any, obj: Any, path: tuple, op: str) -> None:
+    """Damage ``obj`` in place at ``path`` (from :func:`_paths`) by ``op``: ``drop`` the key,
+    ``cut`` a list short or ``grow`` it by its last item, ``scale`` a number (or a list of
+    them) by 0, 1e-9, 0.5, 2 or 1e6, keeping its type and shape; ``set``, or an op the value
+    does not take (a list op on a number, a drop in a list), replaces it with one of
+    :data:`VALUES`."""
+    parent = obj
+    for k in path[:-1]:
+        parent = parent[k]
+    key = path[-1]
+    if op == "drop" and isinstance(parent, dict):
+        del parent[key]
+    elif op in ("cut", "grow") and isinstance(parent[key], list) and parent[key]:
+        lst = parent[key]
+        if op == "cut":
+            del lst[draw(st.integers(0, len(lst) - 1)):]
+        else:
+            lst.append(lst[-1])
+    elif op == "scale" and _numbers(parent[key]):
+        parent[key] = _scaled(parent[key], draw(st.sampled_from([0.0, 1e-9, 0.5, 2.0, 1e6])))
+    else:
+        parent[key] = draw(VALUES)
+
+
+def _numbers(v: Any) -> bool:
+    """A number, or a (nested) list of them, that :func:`_scaled` can multiply."""
+    if isinstance(v, bool):
+        return False
+    return isinstance(v, (int, float)) or (isinstance(v, list) and bool(v) and all(_numbers(x) for x in v))
+
+
+def _scaled(v: Any, k: float) -> Any:
+    """``v`` (a number or nested list of numbers) times ``k``, ints kept ints where they stay whole."""
+    if isinstance(v, list):
+        return [_scaled(x, k) for x in v]
+    return type(v)(v * k) if isinstance(v, int) and float(v * k).is_integer() else v * k
 
 
 def _write_runs(where: Path, name: str, runs: list[Any]) -> Path:
