@@ -194,7 +194,6 @@ def test_a_script_that_needs_torch_says_so_in_one_line_without_it(capsys, monkey
     """Every benchmark script that imports the runtime imports runtime/_requires_torch.py first:
     without torch it ends in one line naming the install, exit 2 (it was a ModuleNotFoundError
     traceback from whichever runtime module imported torch first)."""
-    import importlib.util
     import runpy
 
     guard = "import specsched.runtime._requires_torch"
@@ -204,8 +203,7 @@ def test_a_script_that_needs_torch_says_so_in_one_line_without_it(capsys, monkey
     for s, lines in guarded.items():   # the guard runs before anything that imports torch
         first = next(i for i, ln in enumerate(lines) if ln.startswith(guard))
         assert not any(ln.startswith(("import torch", "from specsched.runtime")) for ln in lines[:first]), s
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    monkeypatch.setitem(sys.modules, "torch", None)   # torch not importable, as without the runtime extra
     monkeypatch.setattr(sys, "argv", ["gpu_validate.py", "--help"])
     monkeypatch.delitem(sys.modules, "specsched.runtime._requires_torch", raising=False)
     with pytest.raises(SystemExit) as e:
