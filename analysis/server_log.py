@@ -415,16 +415,28 @@ def printed_report_line(path: str | Path) -> int | None:
 
 
 def decode_step_samples(log: pd.DataFrame) -> pd.DataFrame:
-    """Decode lines that time pure decode steps: the previous line of the same rank was a decode line,
-    the queue is empty, throughput > 0, and the line states its KV tokens (:func:`kv_tokens`:
-    ``#token``, ``#full token``, or a HiSparse server's ``#cpu token``). Columns ``running_req``, ``context`` (mean KV tokens
+    """Decode lines that time pure decode steps: the previous line of the same rank was a decode line
+    with the same ``#running-req``, the queue is empty, throughput > 0, and the line states its KV
+    tokens (:func:`kv_tokens`: ``#token``, ``#full token``, or a HiSparse server's ``#cpu token``).
+
+    Why the same ``#running-req`` at both ends: SGLang 0.5.23 logs a decode line every
+    ``decode_log_interval`` (40) forwards with ``gen throughput`` = the tokens of all those
+    forwards over their time, but ``#running-req`` = the batch at the last of them
+    (scheduler_components/metrics_reporter.py ``report_decode_stats``: ``len(batch.reqs)``).
+    With no prefill line between two decode lines (every prefill batch logs one:
+    ``report_prefill_stats``) nobody joined, so the batch only shrank (finishes, retractions);
+    a window whose requests finished part-way ran larger batches than the line says, and its
+    step read short (by a fifth at 8 req/s and 128 output tokens). Equal counts at both ends
+    mean it ran that batch throughout. Columns ``running_req``, ``context`` (mean KV tokens
     per request = #token / running), ``tokens_per_step`` (running x accept len, or running
     without speculative decoding), ``step_s`` (= tokens_per_step / gen throughput). In a
     speculative server's log a line without a positive accept length is left out."""
     rank = log["rank"] if "rank" in log else pd.Series("", index=log.index)
-    prev_decode = log.groupby(rank, sort=False)["kind"].shift(1).eq("decode")
+    by_rank = log.groupby(rank, sort=False)
+    prev_decode = by_rank["kind"].shift(1).eq("decode")
+    same_batch = by_rank["running_req"].shift(1).eq(log["running_req"])
     token = kv_tokens(log)
-    d = log[(log["kind"] == "decode") & prev_decode & (log["queue_req"].fillna(0) == 0)
+    d = log[(log["kind"] == "decode") & prev_decode & same_batch & (log["queue_req"].fillna(0) == 0)
             & (log["gen_throughput"] > 0) & (log["running_req"] > 0) & token.notna()].copy()
     d["token"] = token[d.index]
     if (log.loc[log["kind"] == "decode", "accept_len"] > 0).any():

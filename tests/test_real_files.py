@@ -653,6 +653,29 @@ def test_sglang_036_and_046_logs_with_a_full_stop():
     assert s["line"].tolist() == [4] and s.loc[0, "step_s"] == pytest.approx(3.05 / 190.12)
 
 
+def test_a_decode_window_whose_batch_shrank_times_no_step(tmp_path):
+    """SGLang 0.5.23 ``report_decode_stats`` (scheduler_components/metrics_reporter.py) logs a
+    window's tokens over its 40 forwards but ``#running-req`` at the last one: a window in
+    which requests finished ran larger batches than its line says, so tokens_per_step /
+    gen throughput reads its step short. Only a line whose previous decode line (no prefill
+    between) has the same count times a step; the shrunk window is left out."""
+    step = {8: 0.0054, 6: 0.0053}               # seconds per decode step at each batch
+    head = "[2026-11-30 12:00:{:02d}] "
+    lines = [head.format(0) + "Prefill batch, #new-seq: 8, #new-token: 8192, #cached-token: 0, token usage: 0.01, "
+             "#running-req: 0, #queue-req: 0"]
+    # windows of 40 forwards: 8 throughout, 8 throughout, then 8 for 20 and 6 for 20 (two finished)
+    windows = [[8] * 40, [8] * 40, [8] * 20 + [6] * 20, [6] * 40]
+    for k, w in enumerate(windows):
+        tokens, secs = sum(w), sum(step[b] for b in w)
+        lines.append(head.format(k + 1) + f"Decode batch, #running-req: {w[-1]}, #token: {w[-1] * 1100}, "
+                     f"token usage: 0.01, cuda graph: True, gen throughput (token/s): {tokens / secs:.4f}, #queue-req: 0")
+    p = tmp_path / "server.log"
+    p.write_text("\n".join(lines) + "\n")
+    s = decode_step_samples(parse_server_log(p))
+    assert s["running_req"].tolist() == [8, 6]      # the first window follows a prefill; the third shrank
+    assert s["step_s"].tolist() == pytest.approx([step[8], step[6]], rel=1e-4)
+
+
 def test_sglang_0523_log_ms_timestamps_iteration_numbers_and_suffixes():
     log = parse_server_log(LOGS / "sglang-0.5.23.log")
     assert len(log) == 5 and log.loc[0, "time"].microsecond == 4000

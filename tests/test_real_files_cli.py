@@ -251,7 +251,8 @@ LOG_FIGURES = {
     "sglang-0.2.9-dp.log": (3, 5, 2, 5, 2, None),       # two DP workers' [gpu=N] lines kept apart
     "sglang-0.3.0.log": (2, 3, 2, 6, 12, None),
     "sglang-0.3.6.log": (2, 3, 2, 8, 12, None),
-    "sglang-0.4.4.log": (2, 3, 2, 5, 3, None),          # largest-len on decode lines, trailing ", "
+    "sglang-0.4.4.log": (2, 3, 1, 5, 3, None),          # largest-len on decode lines, trailing ", "; its third
+    # decode line ran 5 requests down to 4: no sample (analysis.server_log.decode_step_samples)
     "sglang-0.4.6-eagle.log": (2, 3, 1, 3, 0, (2.95 + 3.05 + 2.80) / 3),
     "sglang-0.4.6-pd-decode.log": (0, 2, 1, 32, 0, None),
     "sglang-0.4.6-pd-prefill.log": (2, 0, 0, 0, 5, None),
