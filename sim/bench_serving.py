@@ -507,10 +507,17 @@ def _details(obj: Mapping[str, Any], where: str, notes: list[str] | None = None)
         if isinstance(obj.get(k), list) and len(obj[k]) != n:
             raise ConfigError(where, k, f"{len(obj[k])} entries", f"per-request lists must have {n} entries like input_lens")
 
-    def arr(key: str, values: list[Any], non_negative: bool = False) -> np.ndarray:
+    def arr(key: str, values: list[Any], non_negative: bool = False, gaps: bool = False) -> np.ndarray:
+        """``values`` as floats. ``gaps``: null and NaN read as NaN (vLLM's send times and
+        latencies); else every entry must be a number, since bench_serving writes one for every
+        request, 0 for a failed one (0.5.23 ``RequestFuncOutput``'s defaults; vLLM's likewise):
+        a null read as 0 made a prompt of 0 tokens or a TTFT of 0 ms enter the figures."""
         for j, v in enumerate(values):   # a list or a string inside (np.array made a 2-D array, or read "0.01")
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
-                raise ConfigError(where, f"{key}[{j}]", clipped(v), "entries must be numbers (or null)")
+            if v is None and gaps:
+                continue
+            if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) or (not gaps and v != v):
+                raise ConfigError(where, f"{key}[{j}]", clipped(v), "entries must be numbers: bench_serving writes one "
+                                  "for every request (0 for a failed one)")
         a = np.array([np.nan if v is None else v for v in values], dtype=float)
         if non_negative:
             with np.errstate(invalid="ignore"):
@@ -531,7 +538,7 @@ def _details(obj: Mapping[str, Any], where: str, notes: list[str] | None = None)
     errors = obj.get("errors") if isinstance(obj.get("errors"), list) else [""] * n
     start = latency = None
     if isinstance(obj.get("start_times"), list) and n:
-        start = arr("start_times", obj["start_times"])
+        start = arr("start_times", obj["start_times"], gaps=True)
         if np.isfinite(start).any():
             with np.errstate(invalid="ignore"):
                 far = np.flatnonzero(np.isinf(start) | (start - np.nanmin(start) >= MAX_TIME_S))
@@ -543,7 +550,7 @@ def _details(obj: Mapping[str, Any], where: str, notes: list[str] | None = None)
         else:
             start = None
     if isinstance(obj.get("latencies"), list):
-        latency = arr("latencies", obj["latencies"], non_negative=True)
+        latency = arr("latencies", obj["latencies"], non_negative=True, gaps=True)
     lens = {}
     for key in ("input_lens", "output_lens"):
         v = arr(key, obj[key])

@@ -1434,6 +1434,11 @@ _GOOD = DATA / "bench" / "sglang-0.5.23-details.jsonl"
     ({"ttfts": [[0.04], [0.05], 0.0, 0.0]}, r"ttfts\[0\] = \[0.04\]: entries must be numbers"),   # was a traceback
     ({"itls": [[-0.01], [], [], []]}, r"itls\[0\]\[0\] = -0.01: a time must be >= 0"),
     ({"itls": [["0.01"], [], [], []]}, r"itls\[0\]\[0\] = '0.01': entries must be numbers"),
+    # no writer puts a null (a failed request's figures are 0): it was read as a 0-token prompt, a
+    # 0 ms TTFT among the measured ones, a request with no ITL
+    ({"input_lens": [None, 128, 128, 128]}, r"input_lens\[0\] = None: entries must be numbers"),
+    ({"ttfts": [None, 0.05, 0.0, 0.0]}, r"ttfts\[0\] = None: entries must be numbers"),
+    ({"itls": [[0.01, None], [], [], []]}, r"itls\[0\]\[1\] = None: entries must be numbers"),
     ({"percentiles_ttft_ms": [99, 40.0]}, "percentiles_ttft_ms = .*: must be a list of \\[percentile"),
     ({"percentiles_ttft_ms": [[150, 40.0]]}, "percentiles_ttft_ms = .*: percentiles must be in \\[0, 100\\]"),   # was p150 kept
     ({"percentiles_ttft_ms": [[1e400, 40.0]]}, "percentiles_ttft_ms = .*: percentiles must be in \\[0, 100\\]"),   # was pinf kept
