@@ -37,7 +37,10 @@ class GpuSpec(BaseModel):
     ``node_gpus``: GPUs one NVLink/xGMI domain joins (8 on an HGX board or an AMD 8-GPU
     platform, 72 in a GB200 NVL72 rack); a larger TP group spans nodes and reaches the others
     through the NICs. ``nic_gbps``: the scale-out (RDMA NIC) bandwidth per GPU per direction,
-    GB/s, that such a group's traffic between nodes crosses.
+    GB/s, that such a group's traffic between nodes crosses. ``efficiency``: this GPU's own
+    a priori values of efficiency factors (``sim.analytic.roofline.Efficiency`` field names),
+    where a public measurement shows the part reaching a different share of its peak than the
+    one default assumes (``efficiency_source`` says which); {}: the defaults.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -59,6 +62,8 @@ class GpuSpec(BaseModel):
     node_gpus: int = Field(8, ge=1)
     nic_gbps: float = Field(50.0, gt=0)
     source: str
+    efficiency: dict[str, float] = Field(default_factory=dict)
+    efficiency_source: str | None = None
 
     def peak_flops(self, dtype: str) -> float:
         """Dense matmul peak in FLOP/s for ``dtype`` (bf16, fp8, or a 4-bit format: mxfp4, nvfp4 at the FP4 peak where

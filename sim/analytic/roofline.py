@@ -90,6 +90,19 @@ class Efficiency(BaseModel):
     kv_gather_passes: int = Field(0, ge=0, description="extra HBM passes over the attended KV before the attention "
                                   "kernel (0: read in place from the paged cache; 2: gathered into a dense copy)")
 
+def gpu_efficiency(gpu: GpuSpec, eff: Efficiency | None = None) -> Efficiency:
+    """The efficiency factors a profile of ``gpu`` is built with: the GPU table's own values
+    (:attr:`GpuSpec.efficiency`) over the defaults, and the factors ``eff`` was given
+    explicitly (a command-line choice, a refit, a stored profile's) over both.
+
+    Raises:
+        pydantic.ValidationError: a GPU table entry names an unknown factor or a value out of
+            range (the table's own error, checked by tests/test_analytic.py).
+    """
+    given = eff.model_dump(exclude_unset=True) if eff is not None else {}
+    return Efficiency(**(gpu.efficiency | given))
+
+
 EFFICIENCY_SOURCES = {
     "matmul": "0.70: typical achieved fraction of dense bf16/fp8 peak for large GEMMs in cuBLAS/hipBLASLt "
               "benchmarks on H100/MI300-class parts (0.6-0.8); one value for every GPU",

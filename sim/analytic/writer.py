@@ -37,6 +37,7 @@ from specsched.sim.analytic.roofline import (
     eager_issue_per_kernel_s,
     extend,
     extend_issue_s,
+    gpu_efficiency,
     kernel_count,
     kv_cell_bytes,
     kv_pool_cell_bytes,
@@ -151,7 +152,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
                               "not with --draft-model: a draft model has its own LM head (its vocab_size)")
         check_tp(draft_model, tp, draft_model.name)   # SGLang runs the draft model at the target's TP
     dtype = dtype or arch.weight_format or ("fp8" if arch.fp8_native and not arch.fp8_routed_experts_only else "bf16")
-    eff = eff or Efficiency()
+    eff = gpu_efficiency(gpu, eff)
     par = Parallel(tp=tp, dtype=dtype)
     draft = draft_arch(arch, draft_layers, draft_vocab) if draft_model is None else draft_model
 
@@ -276,6 +277,8 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
                        f"three target layers' hidden states is not counted)")
                     + f" ({drafter} drafter); its weights count in hardware.weight_bytes"),
         **{f"analytic.efficiency.{k}": v for k, v in EFFICIENCY_SOURCES.items()},
+        **{f"analytic.efficiency.{k}": f"{v:g}: {gpu.name}'s own (data/gpus.yaml): {gpu.efficiency_source}"
+           for k, v in gpu.efficiency.items() if getattr(eff, k) == v},
         **({"gpu.attention_width": (f"padded_max: the attention gathers a dense copy of the KV (analytic.efficiency."
                                     f"kv_gather_passes {eff.kv_gather_passes}) over one width for the batch, the longest "
                                     f"request's context rounded up to {GATHER_WIDTH_BUCKET} (writer.GATHER_WIDTH_BUCKET: "
@@ -407,7 +410,9 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
                                                                     ("attention_chunk_size", None),
                                                                     ("cross_attention_layers", 0))
                                               if getattr(arch, k) == default}),
-            "gpu": gpu.model_dump(exclude={"gfx_arch"} if dtype in FP4_BITS else {"fp4_tflops", "gfx_arch"}), "tp": tp, "dtype": dtype,
+            # a GPU's own efficiency factors only where the table has them (a rebuild reads them back)
+            "gpu": gpu.model_dump(exclude={"gfx_arch"} | (set() if gpu.efficiency else {"efficiency", "efficiency_source"})
+                                  | (set() if dtype in FP4_BITS else {"fp4_tflops"})), "tp": tp, "dtype": dtype,
             "window": window, "drafter": drafter, "draft_layers": draft_layers,
             **({"draft_vocab": draft_vocab} if draft_vocab is not None else {}),
             **({"draft_model": draft_model.model_dump()} if draft_model is not None else {}), "efficiency": eff_d,
