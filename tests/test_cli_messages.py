@@ -3,6 +3,7 @@ the value and what is allowed, exit status 2, no usage block and no traceback.""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -522,3 +523,17 @@ def test_a_what_if_run_says_why_its_reference_figures_are_gone(tmp_path, capsys,
     assert main(what_if) == 0
     assert [line for line in capsys.readouterr().out.splitlines() if "no reference figures" in line][0].endswith(plot)
     assert main(plot.split()[1:]) == 0
+
+
+def test_a_run_past_the_full_records_says_why_its_peak_output_throughput_is_na(tmp_path, capsys):
+    """bench_serving's standard 1,000 prompts of 1K output tokens pass the 1,000,000 output
+    tokens above which a run keeps compact records: the peak output token throughput row read
+    n/a with no word of why (its whole-second count needs every token's time)."""
+    argv = ["run", "poisson8b-fixed", "--set", "workload.num_requests=4000", "--out", str(tmp_path / "big")]
+    assert main(argv) == 0
+    cap = capsys.readouterr()
+    assert re.search(r"Peak output token throughput \(tok/s\): +n/a", cap.out)
+    assert "Peak output token throughput is n/a: above 1,000,000 output tokens" in cap.err
+    assert main(["run", "poisson8b-fixed", "--set", "workload.num_requests=100", "--out", str(tmp_path / "small")]) == 0
+    cap = capsys.readouterr()
+    assert "n/a" not in cap.out.split("Peak output token throughput")[1].splitlines()[0] and "compact" not in cap.err
