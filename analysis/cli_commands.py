@@ -667,7 +667,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 128 + e.signum
     if differ:
         print(differ)
-    _print_sweep_summary(report.path, report.table, slos, _unfinished_points(report))
+    table = report.table
+    others = set(table["point"]) - set(report.points) if len(table) else set()
+    if others:
+        # the file keeps the points of earlier sweeps into it; the summary, its best point and the
+        # objectives are this command's grid (every seed of those points in the file)
+        table = table[table["point"].isin(report.points)]
+        print(f"note: {report.path} also holds {len(others)} point(s) of earlier sweeps outside this --grid; the "
+              "summary below is this grid's points (every point is in the file)", file=sys.stderr)
+    _print_sweep_summary(report.path, table, slos, _unfinished_points(report))
     console.print(f"{report.path}: {report.ran} run(s) done now, {report.skipped} already there, "
                   f"{len(report.failed)} failed")
     for f in report.failed:

@@ -115,6 +115,8 @@ class SweepReport:
         table: everything in it (finished runs of this and earlier resumed sweeps).
         ran: runs completed now; skipped: runs already in the file (resume);
         failed: runs that raised now (not in the file; retried on resume).
+        points: the point ids of this sweep's grid (:func:`point_id`), in grid order: the
+            file may hold other points of earlier sweeps into it.
     """
 
     path: Path
@@ -122,6 +124,7 @@ class SweepReport:
     ran: int = 0
     skipped: int = 0
     failed: list[FailedPoint] = field(default_factory=list)
+    points: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -649,7 +652,7 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
         atomic_write_text(fail_path, json.dumps([asdict(f) for f in failed], indent=2, default=str) + "\n")
     elif fail_path.exists():
         os.unlink(fail_path)
-    report = SweepReport(path=out, table=final, ran=ran, skipped=skipped, failed=failed)
+    report = SweepReport(path=out, table=final, ran=ran, skipped=skipped, failed=failed, points=list(ids))
     if stopped_by is not None:
         raise SweepInterrupted(stopped_by, report)
     return report

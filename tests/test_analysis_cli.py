@@ -236,6 +236,22 @@ def test_compare_keeps_each_run_where_it_says(scenario, tmp_path, monkeypatch, c
     assert (tmp_path / "results" / "demo-tiny" / "base-seed1+workload.num_requests=6" / "summary.json").is_file()
 
 
+def test_a_sweep_into_a_file_of_other_points_summarises_its_own_grid(scenario, tmp_path, capsys):
+    """A sweep extends its file with the points of another --grid (resume), but its summary, best
+    point and objectives were over every point in the file: a one-point grid was reported as
+    "SLO met at 0 of 3" with the earlier sweep's points among them."""
+    out = tmp_path / "s.parquet"
+    args = ["--seeds", "1", "--out", str(out), "--workers", "1", "--no-progress"]
+    assert main(["sweep", str(scenario), "--grid", "server.chunked_prefill_size=2048,4096", *args]) == 0
+    capsys.readouterr()
+    assert main(["sweep", str(scenario), "--grid", "server.chunked_prefill_size=1024", "--slo", "p99_ttft_ms<=1e9",
+                 *args]) == 0
+    cap = capsys.readouterr()
+    assert "also holds 2 point(s) of earlier sweeps outside this --grid" in cap.err
+    rows = [line for line in cap.out.splitlines() if line.startswith("│")]
+    assert len(rows) == 1 and "1024" in rows[0] and "met at 1 of 1 point(s)" in cap.out
+    assert pd.read_parquet(out)["server.chunked_prefill_size"].nunique() == 3   # the file keeps every point
+
 def test_sweep_command(scenario, tmp_path, capsys):
     out = tmp_path / "s.parquet"
     rc = main(["sweep", str(scenario), "--grid", "server.chunked_prefill_size=2048,4096", "--seeds", "1",
