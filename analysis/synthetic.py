@@ -210,7 +210,7 @@ def synthetic_run(scenario: Any, seed: int | None = None, progress: bool = False
                 raise RuntimeError("synthetic model stalled")
             t = max(t, float(pending.min()))
 
-    extra = {i: (float(p_req[i]), int(cycles[i]), 0) for i in range(n)}
+    extra = {i: (float(p_req[i]), int(cycles[i]), 0, 0) for i in range(n)}
     (requests, chunks, steps, ts), summary = summarize_recorder(rec, extra)
     summary.update(scenario=scenario.name, arm=scenario.arm, seed=int(seed), source="synthetic")
     if not math.isfinite(summary["duration"]):  # pragma: no cover

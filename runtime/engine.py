@@ -481,7 +481,7 @@ class RuntimeEngine(LoopHost):
         if getattr(self, "tree_slots", None) is not None:
             self.tree_slots.clear()   # the new pass's tree starts empty
         self.rows: dict[int, int] = {}
-        self._row_retractions: dict[int, int] = {}   # rid -> its retractions when its row was taken
+        self._row_requeues: dict[int, int] = {}   # rid -> its retractions + preemptions when its row was taken
         # the device slots of the radix cache's nodes (runtime/radix_slots.py): the tree
         # tells them every insert, split and eviction
         self.tree_slots = None
@@ -522,7 +522,7 @@ class RuntimeEngine(LoopHost):
         # forward): the scheduler admitted this plan's new requests into those rows
         gone = [rid for rid in self.rows
                 if (reqs[rid].kv_allocated == 0 and reqs[rid].cache_protected_len == 0)
-                or reqs[rid].retractions != self._row_retractions[rid]]
+                or reqs[rid].requeues != self._row_requeues[rid]]
         for rid in gone:
             r.free_request(self.rows.pop(rid))
         for rid, p in zip(plan.rids[:n], plan.prefix_lens[:n], strict=True):
@@ -532,7 +532,7 @@ class RuntimeEngine(LoopHost):
                 row = None
             if row is None:
                 self.rows[rid] = row = r.add_request()
-                self._row_retractions[rid] = reqs[rid].retractions
+                self._row_requeues[rid] = reqs[rid].requeues
                 r.pool.set_ids(row, self._prompt_ids.get(rid))   # a multi-turn output's ids, fed as it decodes
                 if p:   # a cached prefix: the tree's slots
                     node = reqs[rid].last_node
@@ -814,7 +814,8 @@ class RuntimeEngine(LoopHost):
         return self._env
 
     def _result(self) -> RunResult:
-        extra = {rid: (self.acceptance.request_mean(rid) if self.window > 1 else 1.0, r.spec_cycles, r.retractions)
+        extra = {rid: (self.acceptance.request_mean(rid) if self.window > 1 else 1.0, r.spec_cycles, r.retractions,
+                       r.preemptions)
                  for rid, r in self.sched.reqs.items()}
         self.rec.end_early(self.sched.oom_aborted)   # requests SGLang aborted out of memory
         (requests, chunks, steps, ts), summary = summarize_recorder(self.rec, extra)

@@ -1717,7 +1717,8 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
     0.33) give the sends, relative to
     the first, and its ``latencies`` the finish. A run not streamed (:func:`not_streamed`)
     has each reply's finish only (TTFT and TPOT NaN, one chunk row at the finish). Without
-    details both tables are empty.
+    details both tables are empty. ``accept_level`` is NaN and ``spec_cycles``,
+    ``retractions`` and ``preemptions`` 0: a client sees none of them.
     ``steps``/``timeseries`` are always empty (a client sees no steps). ``summary
     ["itl_per_chunk"]``: the details' ITLs are one gap per streamed chunk
     (:func:`details_itl_per_chunk`), so each of its ``chunks`` rows is a chunk, not a token.
@@ -1740,7 +1741,7 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
             s0 = float(d.start_s[i]) if d.start_s is not None and np.isfinite(d.start_s[i]) else 0.0
             if not d.streamed:   # the reply came whole: its finish is known, its first token not
                 fin, n_out = s0 + float(d.ttfts[i]), int(d.output_lens[i])
-                rows.append((i, int(d.input_lens[i]), n_out, s0, np.nan, fin, np.nan, fin - s0, np.nan, np.nan, 0, 0))
+                rows.append((i, int(d.input_lens[i]), n_out, s0, np.nan, fin, np.nan, fin - s0, np.nan, np.nan, 0, 0, 0))
                 crid.append(np.full(1, i))
                 ct.append(np.array([fin]))
                 continue
@@ -1760,7 +1761,7 @@ def to_run_data(run: BenchRun, label: str = "measured") -> Any:
             end = fin if len(t) or fin > s0 else np.nan
             tpot = (end - first) / (n_out - 1) if n_out > 1 else np.nan
             rows.append((i, int(d.input_lens[i]), n_out, s0, first, fin, float(d.ttfts[i]), end - s0, tpot,
-                         np.nan, 0, 0))
+                         np.nan, 0, 0, 0))
             if d.ttfts[i] == 0 and not len(t):
                 continue   # ended before its first token: no token reached the client
             crid.append(np.full(len(t) + 1, i))

@@ -621,7 +621,7 @@ class SimEngine(Clients, EngineStretch):
                           f"requests left{self._stall_detail()}") from None
         spec = self.server.spec_window > 1
         extra = {
-            rid: (self.acceptance.request_mean(rid) if spec else 1.0, r.spec_cycles, r.retractions)
+            rid: (self.acceptance.request_mean(rid) if spec else 1.0, r.spec_cycles, r.retractions, r.preemptions)
             for rid, r in self.sched.reqs.items()
         }
         self.rec.end_early(self.sched.oom_aborted)   # requests SGLang aborted out of memory

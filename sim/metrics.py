@@ -538,13 +538,13 @@ def error_pct(predicted: Any, reference: Any) -> Any:
     return out
 
 
-def summarize_recorder(rec: Recorder, extra_cols: dict[int, tuple[float, int, int]]) -> tuple[tuple[Any, ...], dict[str, float]]:
+def summarize_recorder(rec: Recorder, extra_cols: dict[int, tuple[float, int, int, int]]) -> tuple[tuple[Any, ...], dict[str, float]]:
     """A finished run's tables and summary from its :class:`~specsched.sim.records.Recorder`
     (the simulator's and the runtime's, full or compact records).
 
     Args:
         rec: the run's records.
-        extra_cols: rid -> (accept_level, spec_cycles, retractions) for the requests table.
+        extra_cols: rid -> (accept_level, spec_cycles, retractions, preemptions) for the requests table.
 
     Returns:
         ``((requests, chunks, steps, timeseries), summary)``: the tables as

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 REQUEST_COLUMNS = [
     "rid", "input_len", "output_len", "start_s", "first_token_s", "finish_s",
-    "ttft_s", "e2e_s", "tpot_s", "accept_level", "spec_cycles", "retractions",
+    "ttft_s", "e2e_s", "tpot_s", "accept_level", "spec_cycles", "retractions", "preemptions",
 ]
 CHUNK_COLUMNS = ["rid", "time_s", "n_tokens"]
 STEP_COLUMNS = [
@@ -47,12 +47,13 @@ TABLE_COLUMNS: dict[str, list[str]] = {
 }
 """Table name -> the columns a run writes (the parquet file is ``<name>.parquet``)."""
 OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"steps": ("part", "decoding_reqs"),
-                                                "requests": ("error", "oom_abort_asked_len")}
+                                                "requests": ("error", "oom_abort_asked_len", "preemptions")}
 """Columns added after the format's first version: a reader does not require them. A run
 writes ``requests.error`` only when the server rejected a request (the error text; "" for
 the others): :meth:`Recorder.mark_aborted`; ``requests.oom_abort_asked_len`` only when the
 server aborted a request out of memory (the output it asked; -1 for the others):
-:meth:`Recorder.end_early`."""
+:meth:`Recorder.end_early`. ``requests.preemptions`` is always written; results written
+before it counted a request's priority preemptions in ``retractions``."""
 LEVELS = ("full", "compact")
 MODES = ("extend", "decode", "verify", "mixed")
 _NAN = float("nan")
@@ -515,10 +516,12 @@ class Recorder:
         return None if (of_row == of_row[0]).all() else of_row
 
     # ---------------------------------------------------------------- tables
-    def tables(self, extra_cols: dict[int, tuple[float, int, int]]) -> tuple[Columns, ...]:
+    def tables(self, extra_cols: dict[int, tuple[float, int, int, int]]) -> tuple[Columns, ...]:
         """Build (requests, chunks, steps, timeseries) as :class:`~sim.tables.Columns` (no
         pandas; :class:`~sim.tables.RunResult` makes DataFrames of them when asked).
-        ``extra_cols``: rid -> (accept_level, spec_cycles, retractions). Requests come in
+        ``extra_cols``: rid -> (accept_level, spec_cycles, retractions, preemptions): a
+        request's retractions (decode out of KV) and priority preemptions apart, as the
+        summary's ``num_retractions`` and ``num_preemptions``. Requests come in
         send order. Chunks, steps and timeseries rows come in the order they were appended,
         grouped by writer where several wrote them (:meth:`write_as`: a deployment's decode
         servers, in server order, each server's rows in its own event order); the grouping
@@ -537,17 +540,18 @@ class Recorder:
         lvl = np.full(n, np.nan)
         cyc = np.zeros(n, np.int64)
         ret = np.zeros(n, np.int64)
+        pre = np.zeros(n, np.int64)
         for i, r in enumerate(rid.tolist()):
             x = extra_cols.get(r)
             if x is not None:
-                lvl[i], cyc[i], ret[i] = x
+                lvl[i], cyc[i], ret[i], pre[i] = x
         # a column of Python ints (every start at SimPy's initial clock 0) is int64, as a
         # DataFrame built from rows would make it
         starts = start.astype(np.int64) if self._int_starts and n else start.copy()
         cols = {
             "rid": rid, "input_len": v(self._in, "i8").copy(), "output_len": out.copy(), "start_s": starts,
             "first_token_s": first.copy(), "finish_s": fin.copy(), "ttft_s": ttft, "e2e_s": e2e, "tpot_s": tpot,
-            "accept_level": lvl, "spec_cycles": cyc, "retractions": ret,
+            "accept_level": lvl, "spec_cycles": cyc, "retractions": ret, "preemptions": pre,
         }
         chunk_cols = {
             "rid": column_view(self._c_rid, "i8").copy(), "time_s": column_view(self._c_t, "f8").copy(),

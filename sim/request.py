@@ -49,8 +49,12 @@ class Req:
         kv_len: sequence positions that have a KV slot, the request's own plus those the
             prefix cache holds for it (SGLang ``Req.kv.kv_allocated_len``); the speculative
             top-up (:meth:`sim.kv_ledger.KVLedger.top_up`) sizes from it.
-        retractions: how many times this request was retracted.
+        retractions: how many times this request was retracted (the decode batch out of KV,
+            SGLang ``retract_decode``); a priority preemption is counted in ``preemptions``.
         spec_cycles: verify cycles this request took part in while not finished.
+        preemptions: how many times a waiting request of higher priority preempted it
+            (SGLang ``PrefillAdder.preempt_to_schedule``). Either way it leaves the batch
+            to re-prefill: :attr:`requeues`.
         ignore_eos: sent with ignore_eos (bench_serving's random dataset does): it cannot
             stop early, so sglang 0.5.23 reserves its remaining output at ratio 1.0.
         priority: request priority (SGLang ``--enable-priority-scheduling``); None: the
@@ -110,6 +114,13 @@ class Req:
     arrival_processed_tokens: int = 0
     routing_key: str | None = None
     asked_no_output: bool = False
+    preemptions: int = 0
+
+    @property
+    def requeues(self) -> int:
+        """Times the request left the running batch to re-prefill later: its retractions
+        and priority preemptions (both ``release_req`` + re-queue in SGLang 0.5.23)."""
+        return self.retractions + self.preemptions
 
     @property
     def fill_len(self) -> int:

@@ -507,7 +507,8 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         need = swa_peak_tokens(extend, new, None, self.kv.window, page)
         if need > self.kv.swa_capacity or (need == self.kv.swa_capacity and not eos_path):
             raise UnschedulableRequest(
-                f"request {req.rid}: re-extending {extend} tokens after {req.retractions} retraction(s) needs "
+                f"request {req.rid}: re-extending {extend} tokens after {req.retractions} retraction(s) and "
+                f"{req.preemptions} priority preemption(s) needs "
                 f"{need} SWA slots, more than the SWA pool's {self.kv.swa_capacity} "
                 "(max_total_num_tokens x swa_full_tokens_ratio); turn on chunked_prefill_size or enlarge the pool")
 
@@ -729,9 +730,9 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             pre.append(r.prefill_done)
             before.append(r.output_len)
             maxnew.append(r.max_new_tokens)
-            if r is not prev_chunked and r.retractions == 0:
+            if r is not prev_chunked and r.requeues == 0:
                 self.cache_hit_tokens += r.cached_len
-            if r.retractions == 0:
+            if r.requeues == 0:
                 self.cache_input_tokens += n
             self._make_room(n)
             if evict_extend:
@@ -845,7 +846,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         if self.kv.paged and cache is not None:
             self._make_room(extend + page)
         rid, pre, before = req.rid, req.prefill_done, req.output_len
-        if req.retractions == 0:
+        if req.requeues == 0:
             self.cache_hit_tokens += req.cached_len
             self.cache_input_tokens += extend
         self._make_room(extend)
@@ -965,7 +966,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         for k, r in enumerate(released, 1):
             adder.rem_total_tokens += offset(r)
             adder.kv_changed(r.kv_allocated)
-            self._retract_req(r, len(self.running) - k)
+            self._retract_req(r, len(self.running) - k, preemption=True)
         self.running = [r for r in self.running if id(r) not in gone]
         self.num_preemptions += len(released)
         self._preempted.extend(released)

@@ -133,12 +133,14 @@ class DecodeMemory:
             return sorted(self.running, key=key, reverse=True)
         return sorted(self.running, key=lambda r: (r.output_len, -r.input_len), reverse=True)
 
-    def _retract_req(self, r: Req, remaining: int = 0) -> None:
+    def _retract_req(self, r: Req, remaining: int = 0, preemption: bool = False) -> None:
         """``r`` leaves the running batch for the waiting queue: its KV freed, its cached
-        prefix let go, to re-prefill prompt + committed output later; its retraction count
-        kept (0.5.23 managers/schedule_batch.py ``release_req``, ``Req.reset_for_retract``).
-        A retraction and a priority preemption (:meth:`sim.scheduler.Scheduler._preempt_for`)
-        alike. The caller takes ``r`` out of ``running``.
+        prefix let go, to re-prefill prompt + committed output later (0.5.23
+        managers/schedule_batch.py ``release_req``, ``Req.reset_for_retract``). A retraction
+        and a priority preemption (:meth:`sim.scheduler.Scheduler._preempt_for`,
+        ``preemption``) alike; each is counted on its own (``Req.retractions``,
+        ``Req.preemptions``), as the summary counts them. The caller takes ``r`` out of
+        ``running``.
 
         ``remaining``: requests still in the batch after this one goes (``release_req``'s
         ``remaing_req_count``). Then ``release_req`` evicts cached prefixes (LRU) until
@@ -154,7 +156,10 @@ class DecodeMemory:
             self._make_room(remaining * RETRACT_DECODE_STEPS)
         r.prefill_done = 0
         r.status = ReqStatus.WAITING
-        r.retractions += 1
+        if preemption:
+            r.preemptions += 1
+        else:
+            r.retractions += 1
 
     def _abort_out_of_memory(self, r: Req) -> None:
         """The last request of the batch cannot get its next step's KV even alone: SGLang

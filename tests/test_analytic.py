@@ -822,6 +822,10 @@ def test_fp4_gemms_run_at_the_fp4_peak_only_where_the_gpu_has_one():
     ({"quant_method": "modelopt_fp4"}, "nvfp4"), ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "nvfp4"),
     ({"quant_method": "modelopt", "quant_algo": "FP8"}, None), ("mxfp4", "mxfp4"), ({"quant_method": "awq"}, "int4"),
     ({"quant_method": "gptq", "bits": 4}, "int4"), ({"quant_method": "gptq", "bits": 8}, None),
+    # no quant_method (SGLang's _parse_quant_hf_config sends it to the ModelOpt parser), flat or
+    # nested as an hf_quant_config.json: these were priced as bf16 without a word
+    ({"quant_algo": "NVFP4"}, "nvfp4"), ({"quantization": {"quant_algo": "NVFP4"}}, "nvfp4"),
+    ({"quant_method": "modelopt", "quantization": {"quant_algo": "NVFP4"}}, "nvfp4"),
 ])
 def test_a_4bit_checkpoint_is_read_from_its_quantization_config(quant, fmt):
     cfg = {**shipped_models()["qwen3-30b-a3b"], "quantization_config": quant}
@@ -1147,6 +1151,52 @@ def test_a_hugging_face_id_of_a_shipped_architecture_reads_as_it(name, key):
             load_model(name)
     else:
         assert load_model(name).name == key
+
+
+@pytest.mark.parametrize("name", ["nvidia/Llama-3.1-8B-Instruct-FP8", "RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8",
+                                  "RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic", "Llama-3.1-8B-Instruct-W8A8-FP8",
+                                  "Qwen/Qwen3-30B-A3B-FP8"])
+def test_a_hub_id_that_states_fp8_prices_fp8_weights(tmp_path, capsys, name):
+    """An FP8 checkpoint's id was read as the shipped bf16 model and priced as bf16 without a
+    word: nvidia/Llama-3.1-8B-Instruct-FP8 held 15.36 GiB on an H100 and decoded at 6.6 ms
+    (batch 1, 1K context) where its fp8 weights are ~8.7 GiB and ~4 ms. SGLang serves a
+    checkpoint in its own format; the profile is now the one --dtype fp8 writes, and the note
+    says why and that the name does not tell the KV cache's format."""
+    key = "qwen3-30b-a3b" if "Qwen" in name else "llama-3.1-8b"
+    out, ref = tmp_path / "named.yaml", tmp_path / "fp8.yaml"
+    assert main(["profile", "--analytic", "--model", name, "--gpu", "H100", "--out", str(out)]) == 0
+    note = capsys.readouterr().out.splitlines()[0]
+    assert main(["profile", "--analytic", "--model", key, "--gpu", "H100", "--dtype", "fp8", "--out", str(ref)]) == 0
+    named, fp8 = load_profile(str(out)), load_profile(str(ref))
+    assert named.analytic["dtype"] == "fp8" and named.hardware.weight_bytes == fp8.hardware.weight_bytes
+    assert named.gpu.decode.seconds == fp8.gpu.decode.seconds and named.name == fp8.name
+    assert "priced as fp8, as its FP8 tag states" in note and "--kv-cache-dtype fp8_e4m3" in note, note
+    assert name in named.analytic["model"]["source"]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "int4", "nvfp4", "mxfp4"])
+def test_a_dtype_that_contradicts_an_fp8_hub_id_is_refused(tmp_path, capsys, dtype):
+    """--dtype bf16 with an -FP8 id wrote a bf16 profile of an FP8 checkpoint; SGLang serves
+    such a checkpoint as fp8 (configs/model_config.py _verify_quantization). One line naming
+    --dtype, exit 2, nothing written; --dtype fp8 is taken."""
+    out = tmp_path / "x.yaml"
+    assert main(["profile", "--analytic", "--model", "nvidia/Llama-3.1-8B-Instruct-FP8", "--gpu", "H100",
+                 "--dtype", dtype, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err and not out.exists()
+    assert f"--dtype = {dtype!r}" in err and "FP8" in err and "allowed: fp8" in err
+    assert main(["profile", "--analytic", "--model", "nvidia/Llama-3.1-8B-Instruct-FP8", "--gpu", "H100",
+                 "--dtype", "fp8", "--out", str(out)]) == 0
+
+
+def test_a_hub_id_that_states_bf16_prices_bf16_weights(tmp_path):
+    """unsloth/gpt-oss-20b-BF16 (a bf16 conversion, no quantization_config) was read as the
+    shipped gpt-oss-20b and priced with its mxfp4 experts: 13 GiB where it holds ~39 GiB."""
+    arch = load_model("unsloth/gpt-oss-20b-BF16")
+    assert arch.checkpoint_dtype == "bf16" and load_model("gpt-oss-20b").checkpoint_dtype == "mxfp4"
+    assert load_model("deepseek-ai/DeepSeek-V3-BF16").checkpoint_dtype == "bf16"
+    assert load_model("deepseek-ai/DeepSeek-V3-0324").checkpoint_dtype == "fp8"
+    assert load_model("meta-llama/Llama-3.1-8B-Instruct").checkpoint_dtype == "bf16"
 
 
 def test_a_config_file_wins_over_a_hub_id_of_the_same_path(tmp_path, monkeypatch):

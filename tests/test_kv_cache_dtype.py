@@ -120,6 +120,26 @@ def test_auto_follows_the_checkpoints_kv_quantization(tmp_path, capsys, quant, f
         assert "kv_cache_dtype.py" in said[0] and "fp8_e4m3" in d["provenance"]["model"]
 
 
+@pytest.mark.parametrize("kv", ["FP8", None])
+def test_a_modelopt_checkpoints_hf_quant_config_sets_its_weights_and_kv(tmp_path, capsys, kv):
+    """nvidia/Llama-3.1-8B-Instruct-FP8's config.json states no quantization; its ModelOpt
+    format is in hf_quant_config.json beside it, which SGLang reads from a local checkpoint
+    (configs/model_config.py _parse_quant_hf_config; ModelOptFp8Config.from_config takes its
+    kv_cache_quant_algo). Its config.json was priced as a bf16 model with a bf16 cache."""
+    import json
+
+    quant = {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": kv}}
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps(quant))
+    d, said = _cfg_profile(tmp_path, capsys, _llama())
+    assert d["analytic"]["dtype"] == "fp8" and d["hardware"]["weight_bytes"] / 2**30 < 9
+    assert d["hardware"]["kv_cell_bytes"] == (64 if kv else 128) * 1024
+    assert said[0].split(":")[0].endswith("fp8_e4m3" if kv else "bf16"), said
+    assert "hf_quant_config.json" in d["provenance"]["model"]
+    # a config.json that states its own quantization keeps it (SGLang reads the file only then)
+    d, _ = _cfg_profile(tmp_path, capsys, _llama(quant_method="fp8"))
+    assert d["hardware"]["kv_cell_bytes"] == 128 * 1024 and "hf_quant_config" not in d["provenance"]["model"]
+
+
 @pytest.mark.parametrize(("gpu", "sink", "fp8"), [("B200", False, True), ("RTX5090", False, True),
                                                   ("H200", False, False), ("MI355X", False, False),
                                                   ("B200", True, False)])

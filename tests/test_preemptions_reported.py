@@ -5,7 +5,8 @@ freed without a cache insert, re-queued) is re-prefilled from scratch, like a re
 The run's summary counted only the decode-side retractions, so a priority scenario printed
 "Retractions: 0" while it prefilled more tokens than its prompts held and the requests
 table showed re-prefilled requests. The summary now carries ``num_preemptions`` (when there
-were any) and the report prints it.
+were any) and the report prints it. The requests table keeps the same split: ``retractions``
+and ``preemptions`` per request, where ``retractions`` had counted both.
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ from specsched.sim.workload import make_requests
 from specsched.cli import main
 
 
-def _scenario(tmp_path, **server):
+def _scenario(tmp_path, workload=None, **server):
     prof = tmp_path / "p.yaml"
     write_analytic_profile(build_profile(load_model("qwen3-0.6b"), load_gpu("H100"), 1), prof)
     sc = {"name": "prio", "profile": str(prof),
           "server": {"enable_priority_scheduling": True, "max_running_requests": 4, **server},
           "workload": {"kind": "poisson", "num_requests": 60, "request_rate": 200.0, "priorities": [0, 100],
-                       "input_len": {"kind": "fixed", "value": 256}, "output_len": {"kind": "fixed", "value": 64}}}
+                       "input_len": {"kind": "fixed", "value": 256}, "output_len": {"kind": "fixed", "value": 64},
+                       **(workload or {})}}
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(sc))
     return path
@@ -43,9 +45,30 @@ def test_the_summary_counts_preemptions_and_they_account_for_the_re_prefills(tmp
     s, rq, st = r.summary, r.requests, r.steps
     assert s["num_retractions"] == 0
     assert s["num_preemptions"] > 0
-    assert int(rq["retractions"].sum()) == s["num_preemptions"] + s["num_retractions"]
+    assert int(rq["retractions"].sum()) == 0 and int(rq["preemptions"].sum()) == s["num_preemptions"]
     ext = st[(st["mode"] != "decode") & (st["mode"] != "verify") & (st["part"] == "main")]["num_extend_tokens"].sum()
     assert ext > rq["input_len"].sum()   # the preempted prompts were prefilled again
+
+
+def test_the_requests_table_splits_retractions_from_preemptions(tmp_path, capsys):
+    """requests.parquet's ``retractions`` counted priority preemptions too, while the report
+    printed "Retractions" and "Priority preemptions" apart (a priority run: "Retractions: 0"
+    beside a column summing to 82). Under a small pool (requests that may stop early admitted
+    on the decayed new-token ratio) the run both retracts and preempts: each column sums to
+    its own summary count, and a request's row says which happened to it."""
+    path = _scenario(tmp_path, {"ignore_eos": False, "output_len": {"kind": "fixed", "value": 256}},
+                     max_total_num_tokens=2000)
+    assert main(["run", str(path), "--out", str(tmp_path / "o"), "--seed", "1"]) in (0, None)
+    out = capsys.readouterr().out
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())
+    rq = pd.read_parquet(tmp_path / "o" / "requests.parquet")
+    assert s["num_retractions"] > 0 and s["num_preemptions"] > 0
+    assert int(rq["retractions"].sum()) == s["num_retractions"]
+    assert int(rq["preemptions"].sum()) == s["num_preemptions"]
+    assert f"Retractions: {s['num_retractions']}" in " ".join(out.split())
+    assert rq["preemptions"].dtype.kind == "i" and rq["retractions"].dtype.kind == "i"
+    # the low-priority class is the one preempted
+    assert (rq.loc[rq["preemptions"] > 0, "priority"] == 0).all()
 
 
 def test_no_preemption_no_key_and_the_report_prints_it(tmp_path, capsys):
@@ -82,7 +105,8 @@ def test_the_runtime_reports_preemptions_as_the_simulator_does(tmp_path, capsys)
     line = next(x for x in out.splitlines() if x.startswith("Priority preemptions:"))
     assert int(line.split()[-1]) == measured["num_preemptions"]
     rq = pd.read_parquet(tmp_path / "m" / "requests.parquet")
-    assert int(rq["retractions"].sum()) == measured["num_preemptions"] + measured["num_retractions"]
+    assert int(rq["retractions"].sum()) == measured["num_retractions"]
+    assert int(rq["preemptions"].sum()) == measured["num_preemptions"]
 
 
 def test_the_requests_table_carries_each_requests_priority_and_routing_key():

@@ -97,7 +97,12 @@ SGLang picks for the model and GPU, :func:`models.auto_kv_cache_dtype`; model_ex
 def cmd_analytic_profile(args: argparse.Namespace) -> int:
     """Build the analytic profile the arguments describe, write it, print a summary."""
     from specsched.sim.analytic.gpus import gpu_table, load_gpu
-    from specsched.sim.analytic.models import load_model, shipped_key, shipped_models
+    from specsched.sim.analytic.models import (
+        load_model,
+        shipped_key,
+        shipped_models,
+        stated_weight_format,
+    )
     from specsched.sim.analytic.writer import build_profile
 
     for opt, what, shipped in (("model", "a config.json file or a shipped model", shipped_models),
@@ -120,8 +125,13 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
         raise ConfigError("<command line>", "--kv-cache-dtype", kv_dtype, f"allowed: {', '.join(KV_CACHE_BYTES)}")
     arch = load_model(args.model)
     if arch.name != args.model.lower() and shipped_key(args.model) == arch.name:
-        print(f"note: --model {args.model} read as the shipped model {arch.name} (the same architecture; a tune, "
-              "format or date tag does not change its shapes, and --dtype sets the weights' format)")
+        stated = stated_weight_format(args.model)
+        if stated == "fp8" and args.dtype not in (None, "fp8"):
+            raise ConfigError("<command line>", "--dtype", args.dtype,
+                              f"contradicts --model {args.model}, whose FP8 tag names a checkpoint of fp8 weights, which "
+                              "SGLang serves as fp8 (configs/model_config.py _verify_quantization keeps a checkpoint's "
+                              "format); allowed: fp8, or no --dtype")
+        print(_read_as_shipped_note(args.model, arch, stated if args.dtype is None else None, kv_dtype == "auto"))
     arch = _dtype_assumptions(arch, args.dtype)
     gpu = load_gpu(args.gpu)
     kv_chosen = ""
@@ -198,6 +208,26 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
               f"an assumed {gpu.nic_gbps:g} GB/s NIC (roofline.collective_s)", file=sys.stderr)
     _warn_if_no_pool(d)
     return 0
+
+
+def _read_as_shipped_note(model: str, arch: Any, stated: str | None, kv_auto: bool) -> str:
+    """The note printed when ``--model`` is a Hugging Face id read as the shipped ``arch``
+    (:func:`models.shipped_key`). ``stated``: the weight format its name states
+    (:func:`models.stated_weight_format`) when ``--dtype`` is not given; the note says the
+    weights are priced in it. An FP8 name says nothing of the checkpoint's KV cache: SGLang's
+    ``auto`` is fp8_e4m3 only where its quantization config declares ``kv_cache_quant_algo``
+    FP8 (mem_cache/kv_cache_dtype.py ``configure_kv_cache_dtype``), which a name does not tell,
+    so ``kv_auto`` (``--kv-cache-dtype auto``) adds how to say it."""
+    note = (f"note: --model {model} read as the shipped model {arch.name} (the same architecture; a tune, format or "
+            "date tag does not change its shapes")
+    if stated is None or stated != arch.checkpoint_dtype:
+        return note + ", and --dtype sets the weights' format)"
+    note += (f"), its weights priced as {stated}, as its {stated.upper()} tag states (SGLang serves a checkpoint's "
+             "weights in the format its quantization config names)")
+    if stated == "fp8" and kv_auto:
+        note += ("; whether the checkpoint also declares an FP8 KV cache (kv_cache_quant_algo) a name does not tell, "
+                 "so --kv-cache-dtype auto keeps bf16: give its config.json, or --kv-cache-dtype fp8_e4m3")
+    return note
 
 
 def _drafter_text(d: dict[str, Any], given: bool, draft_model: Any = None, moe: bool = False) -> str:
@@ -295,7 +325,8 @@ def add_analytic_arguments(p: argparse.ArgumentParser, standalone: bool) -> None
     g.add_argument("--gpu", default=None, help="a shipped GPU: MI355X, MI325X, MI300X, H100, H800, H20, H200, B200, GB200, A100-80G, A100-40G, L40S, RTX5090")
     g.add_argument("--tp", type=int, default=1, help="tensor-parallel size (default 1)")
     g.add_argument("--dtype", default=None, help="bf16, fp8, mxfp4, nvfp4 or int4 (AWQ/GPTQ w4a16) weights and GEMMs; the 4-bit formats "
-                   "cover the modules SGLang quantizes with them (mxfp4: routed experts) (default: the checkpoint's)")
+                   "cover the modules SGLang quantizes with them (mxfp4: routed experts) (default: the checkpoint's, "
+                   "or the one a Hugging Face id's tag states: -FP8 is fp8)")
     g.add_argument("--drafter", default=None, help="block (DSpark/DFlash) or chain (EAGLE/MTP/STANDALONE) (default block; "
                    "chain with --draft-model)")
     g.add_argument("--draft-layers", type=positive_int, default=None, help="decoder layers of the assumed drafter (default 1; "

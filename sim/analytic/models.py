@@ -294,6 +294,13 @@ class ModelArch(BaseModel):
     Which modules it covers and its bits per weight: roofline.py ``FP4_BITS``."""
 
     @property
+    def checkpoint_dtype(self) -> str:
+        """The weights' format when ``--dtype`` is not given: the 4-bit format, else fp8 for
+        an fp8 checkpoint (all its linears; one of fp8 routed experts only keeps bf16 here,
+        roofline.py prices those experts at 1 byte), else bf16."""
+        return self.weight_format or ("fp8" if self.fp8_native and not self.fp8_routed_experts_only else "bf16")
+
+    @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank is not None
 
@@ -993,9 +1000,10 @@ def fp4_format(quant: Any) -> str | None:
     """The 4-bit floating-point format of a config.json ``quantization_config``, or None.
 
     ``mxfp4``: ``quant_method: mxfp4`` (gpt-oss; SGLang 0.5.23 layers/quantization/mxfp4.py
-    ``Mxfp4Config``). ``nvfp4``: ``quant_method: modelopt_fp4``, or ``modelopt`` with
-    ``quant_algo: NVFP4`` (NVIDIA ModelOpt checkpoints; layers/quantization/modelopt_quant.py
-    ``ModelOptFp4Config``).
+    ``Mxfp4Config``). ``nvfp4``: ``quant_method: modelopt_fp4``, or ``modelopt`` (or none) with
+    ``quant_algo: NVFP4`` at the top or under ``quantization`` (NVIDIA ModelOpt checkpoints, an
+    ``hf_quant_config.json`` among them; layers/quantization/modelopt_quant.py
+    ``ModelOptFp4Config``; configs/model_config.py ``_parse_quant_hf_config``).
     """
     if isinstance(quant, str):
         quant = {"quant_method": quant}
@@ -1004,7 +1012,10 @@ def fp4_format(quant: Any) -> str | None:
     method = str(quant.get("quant_method", "")).lower()
     if method == "mxfp4":
         return "mxfp4"
-    if method == "modelopt_fp4" or (method == "modelopt" and str(quant.get("quant_algo", "")).upper() == "NVFP4"):
+    if method == "modelopt_fp4":
+        return "nvfp4"
+    section = quant if quant.get("quant_algo") is not None else quant.get("quantization")
+    if method in ("", "modelopt") and isinstance(section, dict) and str(section.get("quant_algo", "")).upper() == "NVFP4":
         return "nvfp4"
     return None
 
@@ -1080,12 +1091,19 @@ def int4_format(quant: Any) -> str | None:
     return None
 
 
-_TUNE_TAGS = re.compile(r"(-(instruct|chat|it|base|hf|fp8|bf16|\d{4}|v\d+\.\d+))+$")
+_FP8_TAG = r"(w8a8-)?fp8(-dynamic|-static|-block)?"
+"""The tags of a Hugging Face id that name a checkpoint of FP8 weights: ``-FP8``
+(``nvidia/Llama-3.1-8B-Instruct-FP8``, ``Qwen/Qwen3-30B-A3B-FP8``), ``-FP8-dynamic`` and
+``-W8A8-FP8`` (llm-compressor's compressed-tensors exports), ``-FP8-static``, ``-FP8-block``.
+A bare ``-W8A8`` is int8 and stays unknown (refused)."""
+
+_TUNE_TAGS = re.compile(rf"(-(instruct|chat|it|base|hf|bf16|{_FP8_TAG}|\d{{4}}|v\d+\.\d+))+$")
 """Trailing tags of a Hugging Face id that name a tune, a weight format, a release date or a
 weights release of the same architecture (``Llama-3.1-8B-Instruct``,
 ``Qwen3-30B-A3B-Instruct-2507``, ``Mixtral-8x7B-Instruct-v0.1``,
 ``DeepSeek-V3-FP8`` is not shipped but reads as ``deepseek-v3``): the shapes a profile is
-built from do not change with them (the weights' format is ``--dtype``)."""
+built from do not change with them; a format tag sets the weights' format
+(:func:`stated_weight_format`)."""
 
 
 def shipped_key(name: str) -> str | None:
@@ -1099,6 +1117,37 @@ def shipped_key(name: str) -> str | None:
         return key
     base = _TUNE_TAGS.sub("", key.rsplit("/", 1)[-1]).removeprefix("meta-")
     return base if base in table else None
+
+
+def stated_weight_format(name: str) -> str | None:
+    """The weight format a Hugging Face id's trailing tags state (:data:`_TUNE_TAGS`): ``fp8``
+    for an FP8 tag (:data:`_FP8_TAG`), ``bf16`` for ``-BF16``; None when they state none.
+
+    Such a tag names the checkpoint, and SGLang 0.5.23 serves a checkpoint's weights in the
+    format its quantization config states (configs/model_config.py ``_verify_quantization``:
+    the ``quant_method`` ``_parse_quant_hf_config`` reads from config.json's
+    ``quantization_config``, or from a ModelOpt ``hf_quant_config.json`` beside it, ``quant_algo:
+    FP8`` read as ``modelopt_fp8``), not as bf16; a ``--quantization`` other than the
+    checkpoint's is refused there unless it is a listed compatible one."""
+    tags = _TUNE_TAGS.search(name.lower().rsplit("/", 1)[-1])
+    words = tags.group().split("-") if tags else []
+    return "fp8" if "fp8" in words else "bf16" if "bf16" in words else None
+
+
+def with_stated_format(arch: ModelArch, name: str) -> ModelArch:
+    """``arch`` (a shipped model read from the Hugging Face id ``name``) with the weight
+    format the name states (:func:`stated_weight_format`) where the shipped entry prices
+    another: an FP8 tag makes bf16 weights fp8 (``fp8_native``, as a ``quant_method: fp8``
+    config does), a BF16 tag makes quantized weights bf16 (a bf16 conversion carries no
+    ``quantization_config``). The source says which name set it."""
+    fmt = stated_weight_format(name)
+    said = f"; {fmt} weights, as the name {name} states"
+    if fmt == "fp8" and not arch.fp8_native and arch.weight_format is None:
+        return arch.model_copy(update={"fp8_native": True, "source": arch.source + said})
+    if fmt == "bf16" and (arch.fp8_native or arch.weight_format is not None):
+        return arch.model_copy(update={"fp8_native": False, "fp8_routed_experts_only": False, "weight_format": None,
+                                       "kv_cache_quant_algo": None, "source": arch.source + said})
+    return arch
 
 
 def load_model(name_or_path: str, option: str = "--model") -> ModelArch:
@@ -1117,7 +1166,7 @@ def load_model(name_or_path: str, option: str = "--model") -> ModelArch:
     if key not in table:
         key = None if is_input_file(p) else shipped_key(name_or_path)
     if key is not None:
-        return from_hf_config(table[key], key, f"shipped model {key}")
+        return with_stated_format(from_hf_config(table[key], key, f"shipped model {key}"), name_or_path)
     if not is_input_file(p):
         raise ConfigError("<command line>", option, name_or_path,
                           f"not a config.json file nor a shipped model; shipped: {', '.join(table)}")
@@ -1127,7 +1176,38 @@ def load_model(name_or_path: str, option: str = "--model") -> ModelArch:
         raise ConfigError(str(p), "<file>", str(p), f"not valid JSON ({e.__class__.__name__})") from None
     if not isinstance(cfg, dict):
         raise ConfigError(str(p), "<top level>", type(cfg).__name__, "must be a JSON object")
-    return from_hf_config(cfg, config_model_name(cfg, p), str(p))
+    return from_hf_config(with_hf_quant_config(cfg, p), config_model_name(cfg, p), str(p))
+
+
+def with_hf_quant_config(cfg: dict[str, Any], p: Path) -> dict[str, Any]:
+    """``cfg`` (read from the file ``p``) with the ``hf_quant_config.json`` beside it as its
+    ``quantization_config``, where ``p`` is a checkpoint's ``config.json`` that states no
+    quantization (neither ``quantization_config`` nor ``compression_config``).
+
+    NVIDIA ModelOpt checkpoints (``nvidia/Llama-3.1-8B-Instruct-FP8``) keep their format
+    there, not in config.json: ``{"quantization": {"quant_algo": "FP8", "kv_cache_quant_algo":
+    "FP8"}}``. SGLang 0.5.23 reads that file from a local checkpoint folder
+    (configs/model_config.py ``_parse_quant_hf_config``: ``quant_algo`` FP8 serves as
+    ``modelopt_fp8``, NVFP4 as ``modelopt_fp4``) and gives the whole file to the quantization
+    config (model_loader/weight_utils.py ``get_quant_config``;
+    ``ModelOptFp8Config.from_config`` reads ``kv_cache_quant_algo`` from its ``quantization``
+    section), so the weights are fp8 and ``--kv-cache-dtype auto`` follows its KV entry.
+    Without the file, such a config.json was priced as a bf16 model."""
+    if (cfg.get("quantization_config") is not None or cfg.get("compression_config") is not None
+            or p.name.lower() != "config.json" or is_stream(p)):
+        return cfg
+    side = p.parent / "hf_quant_config.json"
+    if not side.is_file():
+        return cfg
+    try:
+        quant = json.loads(read_input(side, "a ModelOpt hf_quant_config.json").decode("utf-8-sig"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(str(side), "<file>", str(side), f"not valid JSON ({e.__class__.__name__})") from None
+    if not isinstance(quant, dict):
+        raise ConfigError(str(side), "<top level>", type(quant).__name__, "must be a JSON object")
+    return {**cfg, "quantization_config": quant,
+            "source": f"{cfg.get('source', p)} (its quantization from {side.name} beside it, as SGLang's "
+                      "_parse_quant_hf_config reads it)"}
 
 
 def config_model_name(cfg: dict[str, Any], p: Path) -> str:

@@ -151,7 +151,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
             raise ConfigError("<command line>", "--draft-vocab", draft_vocab,
                               "not with --draft-model: a draft model has its own LM head (its vocab_size)")
         check_tp(draft_model, tp, draft_model.name)   # SGLang runs the draft model at the target's TP
-    dtype = dtype or arch.weight_format or ("fp8" if arch.fp8_native and not arch.fp8_routed_experts_only else "bf16")
+    dtype = dtype or arch.checkpoint_dtype
     eff = gpu_efficiency(gpu, eff)
     par = Parallel(tp=tp, dtype=dtype)
     draft = draft_arch(arch, draft_layers, draft_vocab) if draft_model is None else draft_model
