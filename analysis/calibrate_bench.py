@@ -793,27 +793,81 @@ def _log_residuals(samples: Any, profile: Any, server: Any) -> np.ndarray:
     return np.log(pred / samples["step_s"].to_numpy()) / math.sqrt(len(samples))
 
 
-def _load(run: Any) -> tuple[Any, Any]:
-    return run.args.get("request_rate"), run.args.get("max_concurrency")
+LOAD_EXTRA_KEYS = ("ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps", "model_id", "tokenizer_id",
+                   "batch_size", "input_len", "output_len", "cache_hit_rate")
+"""The workload arguments a line holds outside ``BenchRun.args`` (:func:`run_load`): vLLM's
+request-rate ramp and the model and tokenizer it served (vllm/benchmarks/serve.py ``main``
+writes them beside ``num_prompts``, ``request_rate``, ``burstiness`` and ``max_concurrency``);
+a ``bench_one_batch_server`` line's batch and lengths (SGLang 0.5.23
+benchmark/one_batch_server.py ``BenchOneCaseResult.dump_to_jsonl``) and its ``cache_hit_rate``
+(the server's cached share of the case's prompt tokens, ``calculate_cache_hit_rate``), which its
+``--cache-hit-rate`` warm-up sets (``_warmup_cache``): the one trace of that argument the line keeps."""
+
+
+def run_load(run: Any) -> dict[str, Any]:
+    """What ``run`` measured apart from its results: every argument of its line that sets the
+    workload or the server, by name, None where the line does not say (missing is missing).
+
+    ``run.args`` (:data:`sim.bench_serving.ARG_KEYS`: backend, dataset, request rate,
+    concurrency, ``num_prompts`` or a one-batch line's batch size, burstiness, the dataset
+    lengths and range ratio) but its ``seed`` (another draw of the same load), the workload
+    arguments kept in ``run.extra`` (:data:`LOAD_EXTRA_KEYS`), the layout of a
+    ``bench_one_batch_server`` line (:data:`sim.bench_serving.ONE_BATCH`), and the server: the
+    SGLang 0.5.23 ``ServerArgs`` fields its ``server_info`` states, less those that cannot change
+    a figure (:func:`sim.sglang_launch_args.is_inert`: ports, logging, seeds, ...; not the
+    scheduler's live ``internal_states``, the ``startup_time`` or the version), each server's
+    under prefill-decode disaggregation. Results, tags, dates and seeds are left out."""
+    from specsched.sim.bench_serving import ARG_KEYS, ONE_BATCH
+
+    out = {k: run.args.get(k) for k in ARG_KEYS if k != "seed"}
+    out |= {k: run.extra.get(k) for k in (*LOAD_EXTRA_KEYS, ONE_BATCH)}
+    out["server_info"] = _server_settings(run.extra.get("server_info"))
+    return out
+
+
+def _server_settings(info: Any) -> Any:
+    """The server arguments a line's ``server_info`` states (:func:`run_load`); None without one."""
+    from specsched.sim.sglang_launch_args import FIELDS, is_inert
+
+    if not isinstance(info, dict):
+        return None
+    if isinstance(info.get("prefill"), list) or isinstance(info.get("decode"), list):   # PD: one a server
+        return {role: [_server_settings(i) for i in info[role]] if isinstance(info.get(role), list) else None
+                for role in ("prefill", "decode")}
+    return {k: v for k, v in info.items() if k in FIELDS and not is_inert(k)}
+
+
+def same_load(a: Any, b: Any) -> bool:
+    """Whether runs ``a`` and ``b`` are repeats of one load: every argument :func:`run_load`
+    reads equal, each by :func:`sim.sglang_launch_args.same_setting` (``8192`` is ``8192.0``;
+    None only None), so a line that states an argument and one that does not are two loads."""
+    return same_setting(run_load(a), run_load(b))
 
 
 def metric_noise(cases: list[FitCase], metrics: Sequence[str] = FIT_METRICS) -> dict[str, float]:
     """Per metric, the spread (standard deviation of the log) of the measured figure between
-    runs at one load (repeats or other arrival draws at the same request rate and
-    concurrency), pooled over the loads with two runs or more; at least
+    runs at one load (:func:`same_load`: repeats or other arrival draws, every argument but
+    the seed equal), pooled over the loads with two runs or more; at least
     :data:`NOISE_FLOOR`. A metric with no load measured twice is left out. What one run
     of a load can differ from another: a fit should not chase a residual smaller than
     that, and a metric that scatters less (a median ITL) weighs more than one that
-    scatters more (a median TTFT)."""
-    by: dict[tuple[str, Any], list[float]] = {}
+    scatters more (a median TTFT). Runs that differ in any other argument are no repeats:
+    an input-length sweep at one concurrency, or a ``bench_one_batch_server`` batch-size
+    sweep (rate inf, no concurrency), pooled as repeats of their rate and concurrency,
+    made the spread between input lengths the noise (~100 % in log units) and every factor
+    read as not identified."""
+    loads: list[tuple[dict[str, Any], list[FitCase]]] = []   # each load (run_load) and its runs
     for c in cases:
-        for m in metrics:
-            q = c.run.summary.get(m)
-            if q and q > 0:
-                by.setdefault((m, _load(c.run)), []).append(math.log(q))
+        load = run_load(c.run)
+        group = next((g for first, g in loads if same_setting(first, load)), None)
+        if group is None:
+            loads.append((load, [c]))
+        else:
+            group.append(c)
     out = {}
     for m in metrics:
-        groups = [np.array(v) for (mm, _), v in by.items() if mm == m and len(v) > 1]
+        groups = [np.array([math.log(q) for c in g if (q := c.run.summary.get(m)) and q > 0]) for _, g in loads]
+        groups = [v for v in groups if len(v) > 1]
         dof = sum(len(g) - 1 for g in groups)
         if dof:
             var = sum(float(((g - g.mean()) ** 2).sum()) for g in groups) / dof

@@ -307,6 +307,44 @@ def test_metric_noise_pools_the_spread_between_runs_at_one_load():
     assert noise["median_itl_ms"] == NOISE_FLOOR and "output_throughput" not in noise
 
 
+def _bench_line(ttft, **kw):
+    """A bench_serving 0.5.23 line of a concurrency-16 random run (its arguments, two figures)."""
+    return {"backend": "sglang", "dataset_name": "random", "request_rate": math.inf, "max_concurrency": 16,
+            "sharegpt_output_len": None, "random_input_len": 256, "random_output_len": 256, "random_range_ratio": 1.0,
+            "median_ttft_ms": ttft, "median_itl_ms": 7.25, "completed": 128, **kw}
+
+
+def test_runs_that_differ_in_a_workload_or_server_argument_are_no_repeats():
+    """Only runs whose every workload and server argument agrees are repeats of one load: an
+    input-length sweep at one concurrency, a bench_one_batch_server batch-size sweep (rate inf,
+    no concurrency), or one server launched with another chunk size were pooled as repeats of
+    their (rate, concurrency), so the spread between loads became the metric's noise (~100 %
+    in log units) and every factor read as not identified."""
+    def noise(lines, metrics=("median_ttft_ms", "median_itl_ms")):
+        return metric_noise([FitCase(parse_run(x, f"r.jsonl:{i}"), None) for i, x in enumerate(lines, 1)], metrics)
+
+    sweep = [_bench_line(t, random_input_len=n) for t, n in ((35.6, 256), (86.8, 2048), (273.1, 8192))]
+    assert noise(sweep) == {}
+    one_batch = [json.loads(x) for x in (ROOT / "tests/data/bench/sglang-0.5.23-one-batch-sweep.jsonl").read_text().splitlines()]
+    assert noise(one_batch, ("max_ttft_ms", "decode_window_output_throughput")) == {}
+    # a line that states an argument and one that does not are two loads (missing is missing)
+    assert noise([_bench_line(35.0), {k: v for k, v in _bench_line(40.0).items() if k != "random_range_ratio"}]) == {}
+    info = {"chunked_prefill_size": 8192, "tp_size": 1, "random_seed": 1, "startup_time": 1.0,
+            "internal_states": [{"last_gen_throughput": 2100.0}]}
+    assert noise([_bench_line(35.0, server_info=info),
+                  _bench_line(40.0, server_info={**info, "chunked_prefill_size": 4096})]) == {}
+    # repeats: other seeds, tags, dates, launches (startup time, live scheduler state, its seed), a rate of 16.0
+    repeats = [_bench_line(35.0, tag="a", seed=1, server_info=info),
+               _bench_line(40.0, tag="b", seed=2, date="20260101", max_concurrency=16.0,
+                           server_info={**info, "random_seed": 7, "startup_time": 9.0,
+                                        "internal_states": [{"last_gen_throughput": 1900.0}]})]
+    got = noise(repeats)
+    assert got["median_ttft_ms"] == pytest.approx(abs(math.log(40.0) - math.log(35.0)) / math.sqrt(2))
+    assert got["median_itl_ms"] == NOISE_FLOOR
+    repeated_batch = [one_batch[1], {**one_batch[1], "latency": 2.5, "last_ttft": 0.15}]
+    assert set(noise(repeated_batch, ("max_ttft_ms",))) == {"max_ttft_ms"}
+
+
 @pytest.mark.parametrize("text,needle", [("decode=0", "SD > 0"), ("decode=x", "SD > 0"), ("prefill=0.1", "not fitted"),
                                          ("decode=0.1,decode=0.2", "given twice")])
 def test_a_bad_prior_is_one_line(text, needle):
