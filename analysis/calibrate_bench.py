@@ -1677,7 +1677,9 @@ def fit_runs(specs: list[str], arrivals: str = "auto", trace: dict[str, Any] | N
     writes null until its first decode log line) is left out too (it stopped the whole fit).
     A file with no run left is still refused. A run read
     twice (equal arguments and figures: one file compressed two ways, a line named and its
-    file given whole) is fitted once, with a ``warning:`` line.
+    file given whole) is fitted once, with a ``warning:`` line. A ``bench_one_batch_server``
+    line whose ``--cache-hit-rate`` warm-up cached part of each prompt is fitted without the
+    figures that warm-up shortened, with a ``warning:`` line (:func:`_without_warm_cache_figures`).
 
     Raises:
         ConfigError: as :func:`sim.bench_serving.read_bench`; a named run, or every run of a
@@ -1756,7 +1758,28 @@ def fit_runs(specs: list[str], arrivals: str = "auto", trace: dict[str, Any] | N
               f"{t.get('mooncake_num_rounds') or ('from --num-prompts' if t.get('num_conversations') else 1)} (no "
               "line writes its own): where the runs differed in these, fit them in separate calls", file=sys.stderr)
     _say_running_accept_lengths(out)
-    return out
+    return [_without_warm_cache_figures(r) for r in out]
+
+
+def _without_warm_cache_figures(run: Any) -> Any:
+    """``run`` less the figures a ``bench_one_batch_server --cache-hit-rate`` warm-up shortened
+    (:func:`analysis.from_bench.warmed_cache`, :data:`analysis.from_bench.WARM_CACHE_FIGURES`:
+    the batch's last first token and the figures over the whole latency), said in one
+    ``warning:`` line; any other run as it is. The fit's scenario of such a line starts from an
+    empty cache and prefills every prompt whole, so those figures would be fitted as a faster
+    prefill (they were, without a word); its decode window's throughput stays."""
+    import dataclasses
+
+    from specsched.analysis.from_bench import WARM_CACHE_FIGURES, warmed_cache
+
+    hit = warmed_cache(run)
+    gone = [k for k in WARM_CACHE_FIGURES if k in run.summary] if hit is not None else []
+    if not gone:
+        return run
+    print(f"warning: {run.source}: cache_hit_rate {hit:g}: a bench_one_batch_server --cache-hit-rate warm-up cached "
+          "part of each prompt before the timed batch, which the fit's scenario prefills whole from an empty cache: "
+          f"its {', '.join(gone)} (timed over that prefill) are left out of the fit", file=sys.stderr)
+    return dataclasses.replace(run, summary={k: v for k, v in run.summary.items() if k not in gone})
 
 
 def _say_running_accept_lengths(runs: Sequence[Any]) -> None:
