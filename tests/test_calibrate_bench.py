@@ -398,6 +398,56 @@ def test_decode_step_prediction_grows_with_batch():
     assert 0 < a < b
 
 
+def _decode_log(tmp_path, rows):
+    """A server log of pure-decode lines, one per (running requests, #token) of ``rows``."""
+    lines = [f"[2026-01-01 10:{i // 60:02d}:{i % 60:02d} TP0] Decode batch, #running-req: {n}, #token: {tok}, "
+             f"token usage: 0.02, cuda graph: True, gen throughput (token/s): {n * 40 / (0.3 + 0.001 * i):.2f}, "
+             "#queue-req: 0" for i, (n, tok) in enumerate(rows)]
+    path = tmp_path / "steps.log"
+    path.write_text("\n".join(lines) + "\n")
+    return decode_step_samples(parse_server_log(path))
+
+
+@pytest.mark.parametrize("setup", ["ragged", "padded_max", "dp_attention"])
+def test_server_log_steps_are_priced_once_per_distinct_step(tmp_path, monkeypatch, setup):
+    """The server log's term prices each distinct step once (a cost model for the whole log,
+    one price per grid column the cost model reads): a day's log of 180,000 samples cost 74 s
+    an evaluation, a cost model built and priced for every sample. Its residuals are exactly
+    the per-sample prices' (decode_step_seconds), under ragged and padded_max attention and
+    DP attention's lock-step forward."""
+    from specsched.analysis.calibrate_bench import _log_residuals
+    from specsched.sim.cost_model import CostModel
+    from specsched.sim.server_args import ServerArgs
+
+    if setup == "dp_attention":
+        from specsched.sim.analytic.gpus import load_gpu
+        from specsched.sim.analytic.models import load_model
+        from specsched.sim.analytic.writer import build_profile
+        from specsched.sim.profile import Profile
+
+        prof = Profile.model_validate(build_profile(load_model("deepseek-v3"), load_gpu("H200"), 8))
+        server = ServerArgs.model_validate({"enable_dp_attention": True, "dp_size": 8, "max_running_requests": 1024,
+                                            "max_total_num_tokens": 400_000})
+    else:
+        prof = load_profile("h200-1b" if setup == "ragged" else ROOT / "docs/measurements/h200-v15-holdout/h200-1b.yaml")
+        assert prof.gpu.attention_width == ("per_request" if setup == "ragged" else "padded_max")
+        server = make_scenario().server
+    rows = [(8, 8000), (8, 8003), (8, 8000), (8, 8040), (8, 8100), (7, 7000), (7, 7003), (7, 7001), (3, 3000),
+            (3, 3001), (17, 25330), (17, 25335), (8, 8003), (3, 9000), (8, 24000), (8, 8001)] * 3
+    samples = _decode_log(tmp_path, rows)
+    assert len(samples) == len(rows) - 1   # the first line follows no decode line
+    per_sample = np.array([decode_step_seconds(prof, server, b, c) for b, c in zip(samples["running_req"], samples["context"], strict=True)])
+    expect = np.log(per_sample / samples["step_s"].to_numpy()) / math.sqrt(len(samples))
+    built, priced = [], []
+    init, step_at = CostModel.__init__, CostModel.step_at
+    monkeypatch.setattr(CostModel, "__init__", lambda self, *a: built.append(1) or init(self, *a))
+    monkeypatch.setattr(CostModel, "step_at", lambda self, bs, ctx: priced.append((bs, ctx)) or step_at(self, bs, ctx))
+    assert np.array_equal(_log_residuals(samples, prof, server), expect)   # the same loss, exactly
+    assert len(built) <= 2   # one cost model (DP attention: the rank's and the group's)
+    if setup != "dp_attention":   # each step column priced once
+        assert len(priced) == len(set(priced)) < len(set(rows))
+
+
 def _measured_line(tmp_path, rate, seed=7):
     sc = with_value(make_scenario(), "workload.num_requests", 6)
     sc = with_value(sc, "profile", "h200-1b")
