@@ -508,27 +508,74 @@ def decode_step_seconds(profile: Any, server: Any, batch: int, context: float) -
     """Predicted wall seconds of one decode/verify step of ``batch`` requests at mean
     ``context`` tokens: GPU time, and the host's per-step work overlapped with it when the
     overlap scheduler is on (max of the two), added to it when off. An approximation of the
-    loop's timing for comparing with the log's steady decode throughput."""
-    from specsched.sim.cost_model import CostModel
-    from specsched.sim.plan import BatchPlan, ForwardMode
+    loop's timing for comparing with the log's steady decode throughput
+    (:class:`DecodeStepPricer`, which prices many steps on one cost model)."""
+    pricer = DecodeStepPricer(profile, server)
+    return pricer.seconds(*pricer.shape(batch, context))
 
-    w = server.spec_window
-    mode = ForwardMode.VERIFY if server.speculative_algorithm.enabled else ForwardMode.DECODE
-    b = max(int(round(batch)), 1)
-    plan = BatchPlan(step=0, mode=mode, rids=tuple(range(b)), extend_lens=(w,) * b,
-                     prefix_lens=(int(context * b),) + (0,) * (b - 1), spec_window=w)
-    if server.enable_dp_attention and server.dp_size > 1:
-        # DP attention: each rank logs its own batch, and every rank's step is one lock-step
-        # forward of the group (sim/dp_attention.py DPCost): the ranks taken as alike
-        from specsched.sim.dp_attention import DPCost, GroupPlan, rank_server_args
 
-        cost = DPCost(CostModel(profile, rank_server_args(server)), profile.gpu.dp_attention_sync_s, server.dp_size)
-        plan = GroupPlan(step=0, parts=(plan,) * server.dp_size)
-    else:
-        cost = CostModel(profile, server)
-    gpu = cost.gpu(plan, "main").total_s
-    host = sum(cost.host(k, plan) for k in ("schedule", "launch", "process"))
-    return max(gpu, host) if server.enable_overlap_schedule else gpu + host
+class DecodeStepPricer:
+    """Prices decode/verify steps of ``server`` under ``profile`` (:func:`decode_step_seconds`)
+    on one cost model, and says which steps cost the same (:meth:`price_key`), so that a
+    server log's samples are priced once per distinct step (:func:`_log_residuals`).
+
+    A step is its shape (:meth:`shape`): ``b`` requests whose contexts sum to ``ctx_sum``
+    tokens, held by the first request (as the log gives only the mean). Its price is a function
+    of the shape, the profile and the server only."""
+
+    def __init__(self, profile: Any, server: Any) -> None:
+        from specsched.sim.cost_model import CostModel
+        from specsched.sim.plan import ForwardMode
+
+        self.server = server
+        self.mode = ForwardMode.VERIFY if server.speculative_algorithm.enabled else ForwardMode.DECODE
+        self.dp = server.dp_size if server.enable_dp_attention and server.dp_size > 1 else 1
+        if self.dp > 1:
+            # DP attention: each rank logs its own batch, and every rank's step is one lock-step
+            # forward of the group (sim/dp_attention.py DPCost): the ranks taken as alike
+            from specsched.sim.dp_attention import DPCost, rank_server_args
+
+            self.cost: Any = DPCost(CostModel(profile, rank_server_args(server)), profile.gpu.dp_attention_sync_s,
+                                    server.dp_size)
+        else:
+            self.cost = CostModel(profile, server)
+
+    @staticmethod
+    def shape(batch: float, context: float) -> tuple[int, int]:
+        """(requests, their summed context in tokens) of a step of ``batch`` requests (rounded,
+        at least 1) at mean ``context`` tokens."""
+        b = max(int(round(batch)), 1)
+        return b, int(context * b)
+
+    def seconds(self, b: int, ctx_sum: int) -> float:
+        """Wall seconds of the step of shape (``b``, ``ctx_sum``) (:func:`decode_step_seconds`)."""
+        from specsched.sim.plan import BatchPlan
+
+        w = self.server.spec_window
+        plan = BatchPlan(step=0, mode=self.mode, rids=tuple(range(b)), extend_lens=(w,) * b,
+                         prefix_lens=(ctx_sum,) + (0,) * (b - 1), spec_window=w)
+        if self.dp > 1:
+            from specsched.sim.dp_attention import GroupPlan
+
+            plan = GroupPlan(step=0, parts=(plan,) * self.dp)
+        gpu = self.cost.gpu(plan, "main").total_s
+        host = sum(self.cost.host(k, plan) for k in ("schedule", "launch", "process"))
+        return max(gpu, host) if self.server.enable_overlap_schedule else gpu + host
+
+    def price_key(self, b: int, ctx_sum: int) -> tuple[Any, ...]:
+        """A key two step shapes share only where :meth:`seconds` gives both the same price.
+
+        On one server (no DP attention) a decode/verify plan's GPU time is
+        ``CostModel.step_at(b, column)`` with ``column`` = ``CostModel.step_column(b, ctx_sum /
+        b, longest)`` (sim/cost_model.py ``_decode`` -> ``step_s``: the grid's context column,
+        the mean context rounded to 10 tokens; under ``padded_max`` attention from the
+        longest request's context, here ``ctx_sum``) and no cross-queue penalty, and its host
+        terms depend on ``b`` alone (``CostModel.host``): the key is (``b``, ``column``).
+        Under DP attention the group's forward reads its own column (``DPCost``): the key is
+        the shape itself."""
+        if self.dp > 1:
+            return b, ctx_sum
+        return b, self.cost.step_column(b, ctx_sum / b, ctx_sum if self.cost.padded_attention else None)
 
 
 @dataclass
@@ -786,34 +833,107 @@ def sampling_se(cases: list[FitCase], metrics: Sequence[str]) -> list[tuple[str,
 
 def _log_residuals(samples: Any, profile: Any, server: Any) -> np.ndarray:
     """log(predicted / logged) step seconds per sample, / sqrt(n): their squares sum to the
-    mean squared log error (one term, whatever the log's length)."""
+    mean squared log error (one term, whatever the log's length).
+
+    Each distinct step is priced once (:meth:`DecodeStepPricer.price_key`): samples of one
+    shape, or of shapes the cost model reads at the same grid column, share their price, the
+    same number :func:`decode_step_seconds` gives each. A day's log (180,000 pure-decode
+    samples, 16,000 distinct steps) was priced sample by sample, a cost model built for each:
+    117 s an evaluation, 1 s so (docs/real-servers.md)."""
     if samples is None or len(samples) == 0:
         return np.zeros(0)
-    pred = np.array([decode_step_seconds(profile, server, b, c) for b, c in zip(samples["running_req"], samples["context"], strict=True)])
+    pricer = DecodeStepPricer(profile, server)
+    by_key: dict[tuple[Any, ...], float] = {}
+    by_shape: dict[tuple[int, int], float] = {}
+    pred = np.empty(len(samples))
+    for i, (b, c) in enumerate(zip(samples["running_req"], samples["context"], strict=True)):
+        shape = pricer.shape(b, c)
+        price = by_shape.get(shape)
+        if price is None:
+            key = pricer.price_key(*shape)
+            price = by_key.get(key)
+            if price is None:
+                price = by_key[key] = pricer.seconds(*shape)
+            by_shape[shape] = price
+        pred[i] = price
     return np.log(pred / samples["step_s"].to_numpy()) / math.sqrt(len(samples))
 
 
-def _load(run: Any) -> tuple[Any, Any]:
-    return run.args.get("request_rate"), run.args.get("max_concurrency")
+LOAD_EXTRA_KEYS = ("ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps", "model_id", "tokenizer_id",
+                   "batch_size", "input_len", "output_len", "cache_hit_rate")
+"""The workload arguments a line holds outside ``BenchRun.args`` (:func:`run_load`): vLLM's
+request-rate ramp and the model and tokenizer it served (vllm/benchmarks/serve.py ``main``
+writes them beside ``num_prompts``, ``request_rate``, ``burstiness`` and ``max_concurrency``);
+a ``bench_one_batch_server`` line's batch and lengths (SGLang 0.5.23
+benchmark/one_batch_server.py ``BenchOneCaseResult.dump_to_jsonl``) and its ``cache_hit_rate``
+(the server's cached share of the case's prompt tokens, ``calculate_cache_hit_rate``), which its
+``--cache-hit-rate`` warm-up sets (``_warmup_cache``): the one trace of that argument the line keeps."""
+
+
+def run_load(run: Any) -> dict[str, Any]:
+    """What ``run`` measured apart from its results: every argument of its line that sets the
+    workload or the server, by name, None where the line does not say (missing is missing).
+
+    ``run.args`` (:data:`sim.bench_serving.ARG_KEYS`: backend, dataset, request rate,
+    concurrency, ``num_prompts`` or a one-batch line's batch size, burstiness, the dataset
+    lengths and range ratio) but its ``seed`` (another draw of the same load), the workload
+    arguments kept in ``run.extra`` (:data:`LOAD_EXTRA_KEYS`), the layout of a
+    ``bench_one_batch_server`` line (:data:`sim.bench_serving.ONE_BATCH`), and the server: the
+    SGLang 0.5.23 ``ServerArgs`` fields its ``server_info`` states, less those that cannot change
+    a figure (:func:`sim.sglang_launch_args.is_inert`: ports, logging, seeds, ...; not the
+    scheduler's live ``internal_states``, the ``startup_time`` or the version), each server's
+    under prefill-decode disaggregation. Results, tags, dates and seeds are left out."""
+    from specsched.sim.bench_serving import ARG_KEYS, ONE_BATCH
+
+    out = {k: run.args.get(k) for k in ARG_KEYS if k != "seed"}
+    out |= {k: run.extra.get(k) for k in (*LOAD_EXTRA_KEYS, ONE_BATCH)}
+    out["server_info"] = _server_settings(run.extra.get("server_info"))
+    return out
+
+
+def _server_settings(info: Any) -> Any:
+    """The server arguments a line's ``server_info`` states (:func:`run_load`); None without one."""
+    from specsched.sim.sglang_launch_args import FIELDS, is_inert
+
+    if not isinstance(info, dict):
+        return None
+    if isinstance(info.get("prefill"), list) or isinstance(info.get("decode"), list):   # PD: one a server
+        return {role: [_server_settings(i) for i in info[role]] if isinstance(info.get(role), list) else None
+                for role in ("prefill", "decode")}
+    return {k: v for k, v in info.items() if k in FIELDS and not is_inert(k)}
+
+
+def same_load(a: Any, b: Any) -> bool:
+    """Whether runs ``a`` and ``b`` are repeats of one load: every argument :func:`run_load`
+    reads equal, each by :func:`sim.sglang_launch_args.same_setting` (``8192`` is ``8192.0``;
+    None only None), so a line that states an argument and one that does not are two loads."""
+    return same_setting(run_load(a), run_load(b))
 
 
 def metric_noise(cases: list[FitCase], metrics: Sequence[str] = FIT_METRICS) -> dict[str, float]:
     """Per metric, the spread (standard deviation of the log) of the measured figure between
-    runs at one load (repeats or other arrival draws at the same request rate and
-    concurrency), pooled over the loads with two runs or more; at least
+    runs at one load (:func:`same_load`: repeats or other arrival draws, every argument but
+    the seed equal), pooled over the loads with two runs or more; at least
     :data:`NOISE_FLOOR`. A metric with no load measured twice is left out. What one run
     of a load can differ from another: a fit should not chase a residual smaller than
     that, and a metric that scatters less (a median ITL) weighs more than one that
-    scatters more (a median TTFT)."""
-    by: dict[tuple[str, Any], list[float]] = {}
+    scatters more (a median TTFT). Runs that differ in any other argument are no repeats:
+    an input-length sweep at one concurrency, or a ``bench_one_batch_server`` batch-size
+    sweep (rate inf, no concurrency), pooled as repeats of their rate and concurrency,
+    made the spread between input lengths the noise (~100 % in log units) and every factor
+    read as not identified."""
+    loads: list[tuple[dict[str, Any], list[FitCase]]] = []   # each load (run_load) and its runs
     for c in cases:
-        for m in metrics:
-            q = c.run.summary.get(m)
-            if q and q > 0:
-                by.setdefault((m, _load(c.run)), []).append(math.log(q))
+        load = run_load(c.run)
+        group = next((g for first, g in loads if same_setting(first, load)), None)
+        if group is None:
+            loads.append((load, [c]))
+        else:
+            group.append(c)
     out = {}
     for m in metrics:
-        groups = [np.array(v) for (mm, _), v in by.items() if mm == m and len(v) > 1]
+        groups = [np.array([math.log(q) for c in g if (q := c.run.summary.get(m)) and q > 0]) for _, g in loads]
+        groups = [v for v in groups if len(v) > 1]
         dof = sum(len(g) - 1 for g in groups)
         if dof:
             var = sum(float(((g - g.mean()) ** 2).sum()) for g in groups) / dof
@@ -1623,7 +1743,9 @@ def fit_runs(specs: list[str], arrivals: str = "auto", trace: dict[str, Any] | N
     writes null until its first decode log line) is left out too (it stopped the whole fit).
     A file with no run left is still refused. A run read
     twice (equal arguments and figures: one file compressed two ways, a line named and its
-    file given whole) is fitted once, with a ``warning:`` line.
+    file given whole) is fitted once, with a ``warning:`` line. A ``bench_one_batch_server``
+    line whose ``--cache-hit-rate`` warm-up cached part of each prompt is fitted without the
+    figures that warm-up shortened, with a ``warning:`` line (:func:`_without_warm_cache_figures`).
 
     Raises:
         ConfigError: as :func:`sim.bench_serving.read_bench`; a named run, or every run of a
@@ -1702,7 +1824,28 @@ def fit_runs(specs: list[str], arrivals: str = "auto", trace: dict[str, Any] | N
               f"{t.get('mooncake_num_rounds') or ('from --num-prompts' if t.get('num_conversations') else 1)} (no "
               "line writes its own): where the runs differed in these, fit them in separate calls", file=sys.stderr)
     _say_running_accept_lengths(out)
-    return out
+    return [_without_warm_cache_figures(r) for r in out]
+
+
+def _without_warm_cache_figures(run: Any) -> Any:
+    """``run`` less the figures a ``bench_one_batch_server --cache-hit-rate`` warm-up shortened
+    (:func:`analysis.from_bench.warmed_cache`, :data:`analysis.from_bench.WARM_CACHE_FIGURES`:
+    the batch's last first token and the figures over the whole latency), said in one
+    ``warning:`` line; any other run as it is. The fit's scenario of such a line starts from an
+    empty cache and prefills every prompt whole, so those figures would be fitted as a faster
+    prefill (they were, without a word); its decode window's throughput stays."""
+    import dataclasses
+
+    from specsched.analysis.from_bench import WARM_CACHE_FIGURES, warmed_cache
+
+    hit = warmed_cache(run)
+    gone = [k for k in WARM_CACHE_FIGURES if k in run.summary] if hit is not None else []
+    if not gone:
+        return run
+    print(f"warning: {run.source}: cache_hit_rate {hit:g}: a bench_one_batch_server --cache-hit-rate warm-up cached "
+          "part of each prompt before the timed batch, which the fit's scenario prefills whole from an empty cache: "
+          f"its {', '.join(gone)} (timed over that prefill) are left out of the fit", file=sys.stderr)
+    return dataclasses.replace(run, summary={k: v for k, v in run.summary.items() if k not in gone})
 
 
 def _say_running_accept_lengths(runs: Sequence[Any]) -> None:

@@ -1658,15 +1658,13 @@ def _one_batch_notes(run: BenchRun, sc: dict[str, Any], notes: list[str]) -> Non
                  "total output / latency, decode_window_output_throughput = the line's output_throughput, "
                  "prefill_window_input_throughput = its input_throughput, total_throughput = overall_throughput, "
                  "accept_length = acc_length where > 0 (whichever the line holds)")
-    hit = run.extra.get("cache_hit_rate")
-    if isinstance(hit, (int, float)) and not isinstance(hit, bool) and hit > 0:
-        # --cache-hit-rate R: _warmup_cache sent each prompt's first int(input_len x R) tokens
-        # before the timed call (0.5.23 one_batch_server.py run_one_case); the line's rate is
-        # the server's cached / prompt tokens over the case (calculate_cache_hit_rate)
+    hit = warmed_cache(run)
+    if hit is not None:
         notes.append(f"cache: the line's cache_hit_rate {hit:g}: a warm-up cached part of each prompt before the "
                      "timed batch (bench_one_batch_server --cache-hit-rate); this scenario starts from an empty cache "
-                     "and prefills every prompt whole, so its max_ttft_ms and prefill-window figures read high by the "
-                     "prefill those hits skipped")
+                     "and prefills every prompt whole, so its max_ttft_ms and duration read high, and its "
+                     "prefill_window_input_throughput, output_throughput and total_throughput (over the whole latency) "
+                     "low, by the prefill those hits skipped")
     if "max_running_requests" in sc["server"]:
         return
     try:
@@ -1680,6 +1678,32 @@ def _one_batch_notes(run: BenchRun, sc: dict[str, Any], notes: list[str]) -> Non
         notes.append(f"server: max_running_requests {bs} (the batch): the default here would be {cap}, and "
                      "bench_one_batch_server skips a batch larger than the server's running limit (unless "
                      "--enable-multi-batch), so this one ran whole")
+
+
+WARM_CACHE_FIGURES = ("max_ttft_ms", "prefill_window_input_throughput", "duration", "output_throughput",
+                      "total_throughput")
+"""The figures of a ``bench_one_batch_server`` line whose time holds its timed batch's prefill
+(:func:`sim.bench_serving.one_batch_line`: ``last_ttft``, and ``latency`` from the send), which a
+``--cache-hit-rate`` warm-up shortened (:func:`warmed_cache`); its decode window's throughput
+(after ``last_ttft``) runs no prefill."""
+
+
+def warmed_cache(run: BenchRun) -> float | None:
+    """The line's ``cache_hit_rate`` where ``run`` is a ``bench_one_batch_server`` line whose
+    ``--cache-hit-rate`` warm-up cached part of each prompt before the timed batch, else None.
+
+    SGLang 0.5.23 benchmark/one_batch_server.py ``run_one_case``: with ``--cache-hit-rate R`` > 0,
+    ``_warmup_cache`` sends each prompt's first ``int(input_len x R)`` tokens before the timed
+    ``/generate`` call, so that call's prefill skips them; the line's ``cache_hit_rate`` is the
+    server's cached over prompt tokens during the case (``calculate_cache_hit_rate``), 0 after a
+    cold one. A scenario built from the line starts from an empty cache and prefills every prompt
+    whole: its :data:`WARM_CACHE_FIGURES` are not the prediction's (the predicted times are longer,
+    the throughputs lower; ``scenario from-bench`` says so, ``calibrate --from`` leaves them out of
+    the fit)."""
+    hit = run.extra.get("cache_hit_rate")
+    if ONE_BATCH in run.extra and isinstance(hit, (int, float)) and not isinstance(hit, bool) and hit > 0:
+        return float(hit)
+    return None
 
 
 def null_accept_length(run: BenchRun, state_with: str = "--template") -> ConfigError | None:

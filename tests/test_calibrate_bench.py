@@ -307,6 +307,44 @@ def test_metric_noise_pools_the_spread_between_runs_at_one_load():
     assert noise["median_itl_ms"] == NOISE_FLOOR and "output_throughput" not in noise
 
 
+def _bench_line(ttft, **kw):
+    """A bench_serving 0.5.23 line of a concurrency-16 random run (its arguments, two figures)."""
+    return {"backend": "sglang", "dataset_name": "random", "request_rate": math.inf, "max_concurrency": 16,
+            "sharegpt_output_len": None, "random_input_len": 256, "random_output_len": 256, "random_range_ratio": 1.0,
+            "median_ttft_ms": ttft, "median_itl_ms": 7.25, "completed": 128, **kw}
+
+
+def test_runs_that_differ_in_a_workload_or_server_argument_are_no_repeats():
+    """Only runs whose every workload and server argument agrees are repeats of one load: an
+    input-length sweep at one concurrency, a bench_one_batch_server batch-size sweep (rate inf,
+    no concurrency), or one server launched with another chunk size were pooled as repeats of
+    their (rate, concurrency), so the spread between loads became the metric's noise (~100 %
+    in log units) and every factor read as not identified."""
+    def noise(lines, metrics=("median_ttft_ms", "median_itl_ms")):
+        return metric_noise([FitCase(parse_run(x, f"r.jsonl:{i}"), None) for i, x in enumerate(lines, 1)], metrics)
+
+    sweep = [_bench_line(t, random_input_len=n) for t, n in ((35.6, 256), (86.8, 2048), (273.1, 8192))]
+    assert noise(sweep) == {}
+    one_batch = [json.loads(x) for x in (ROOT / "tests/data/bench/sglang-0.5.23-one-batch-sweep.jsonl").read_text().splitlines()]
+    assert noise(one_batch, ("max_ttft_ms", "decode_window_output_throughput")) == {}
+    # a line that states an argument and one that does not are two loads (missing is missing)
+    assert noise([_bench_line(35.0), {k: v for k, v in _bench_line(40.0).items() if k != "random_range_ratio"}]) == {}
+    info = {"chunked_prefill_size": 8192, "tp_size": 1, "random_seed": 1, "startup_time": 1.0,
+            "internal_states": [{"last_gen_throughput": 2100.0}]}
+    assert noise([_bench_line(35.0, server_info=info),
+                  _bench_line(40.0, server_info={**info, "chunked_prefill_size": 4096})]) == {}
+    # repeats: other seeds, tags, dates, launches (startup time, live scheduler state, its seed), a rate of 16.0
+    repeats = [_bench_line(35.0, tag="a", seed=1, server_info=info),
+               _bench_line(40.0, tag="b", seed=2, date="20260101", max_concurrency=16.0,
+                           server_info={**info, "random_seed": 7, "startup_time": 9.0,
+                                        "internal_states": [{"last_gen_throughput": 1900.0}]})]
+    got = noise(repeats)
+    assert got["median_ttft_ms"] == pytest.approx(abs(math.log(40.0) - math.log(35.0)) / math.sqrt(2))
+    assert got["median_itl_ms"] == NOISE_FLOOR
+    repeated_batch = [one_batch[1], {**one_batch[1], "latency": 2.5, "last_ttft": 0.15}]
+    assert set(noise(repeated_batch, ("max_ttft_ms",))) == {"max_ttft_ms"}
+
+
 @pytest.mark.parametrize("text,needle", [("decode=0", "SD > 0"), ("decode=x", "SD > 0"), ("prefill=0.1", "not fitted"),
                                          ("decode=0.1,decode=0.2", "given twice")])
 def test_a_bad_prior_is_one_line(text, needle):
@@ -358,6 +396,56 @@ def test_decode_step_prediction_grows_with_batch():
     sc = make_scenario()
     a, b = (decode_step_seconds(tiny_profile(), sc.server, n, 500.0) for n in (2, 50))
     assert 0 < a < b
+
+
+def _decode_log(tmp_path, rows):
+    """A server log of pure-decode lines, one per (running requests, #token) of ``rows``."""
+    lines = [f"[2026-01-01 10:{i // 60:02d}:{i % 60:02d} TP0] Decode batch, #running-req: {n}, #token: {tok}, "
+             f"token usage: 0.02, cuda graph: True, gen throughput (token/s): {n * 40 / (0.3 + 0.001 * i):.2f}, "
+             "#queue-req: 0" for i, (n, tok) in enumerate(rows)]
+    path = tmp_path / "steps.log"
+    path.write_text("\n".join(lines) + "\n")
+    return decode_step_samples(parse_server_log(path))
+
+
+@pytest.mark.parametrize("setup", ["ragged", "padded_max", "dp_attention"])
+def test_server_log_steps_are_priced_once_per_distinct_step(tmp_path, monkeypatch, setup):
+    """The server log's term prices each distinct step once (a cost model for the whole log,
+    one price per grid column the cost model reads): a day's log of 180,000 samples cost 74 s
+    an evaluation, a cost model built and priced for every sample. Its residuals are exactly
+    the per-sample prices' (decode_step_seconds), under ragged and padded_max attention and
+    DP attention's lock-step forward."""
+    from specsched.analysis.calibrate_bench import _log_residuals
+    from specsched.sim.cost_model import CostModel
+    from specsched.sim.server_args import ServerArgs
+
+    if setup == "dp_attention":
+        from specsched.sim.analytic.gpus import load_gpu
+        from specsched.sim.analytic.models import load_model
+        from specsched.sim.analytic.writer import build_profile
+        from specsched.sim.profile import Profile
+
+        prof = Profile.model_validate(build_profile(load_model("deepseek-v3"), load_gpu("H200"), 8))
+        server = ServerArgs.model_validate({"enable_dp_attention": True, "dp_size": 8, "max_running_requests": 1024,
+                                            "max_total_num_tokens": 400_000})
+    else:
+        prof = load_profile("h200-1b" if setup == "ragged" else ROOT / "docs/measurements/h200-v15-holdout/h200-1b.yaml")
+        assert prof.gpu.attention_width == ("per_request" if setup == "ragged" else "padded_max")
+        server = make_scenario().server
+    rows = [(8, 8000), (8, 8003), (8, 8000), (8, 8040), (8, 8100), (7, 7000), (7, 7003), (7, 7001), (3, 3000),
+            (3, 3001), (17, 25330), (17, 25335), (8, 8003), (3, 9000), (8, 24000), (8, 8001)] * 3
+    samples = _decode_log(tmp_path, rows)
+    assert len(samples) == len(rows) - 1   # the first line follows no decode line
+    per_sample = np.array([decode_step_seconds(prof, server, b, c) for b, c in zip(samples["running_req"], samples["context"], strict=True)])
+    expect = np.log(per_sample / samples["step_s"].to_numpy()) / math.sqrt(len(samples))
+    built, priced = [], []
+    init, step_at = CostModel.__init__, CostModel.step_at
+    monkeypatch.setattr(CostModel, "__init__", lambda self, *a: built.append(1) or init(self, *a))
+    monkeypatch.setattr(CostModel, "step_at", lambda self, bs, ctx: priced.append((bs, ctx)) or step_at(self, bs, ctx))
+    assert np.array_equal(_log_residuals(samples, prof, server), expect)   # the same loss, exactly
+    assert len(built) <= 2   # one cost model (DP attention: the rank's and the group's)
+    if setup != "dp_attention":   # each step column priced once
+        assert len(priced) == len(set(priced)) < len(set(rows))
 
 
 def _measured_line(tmp_path, rate, seed=7):

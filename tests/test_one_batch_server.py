@@ -82,6 +82,29 @@ def test_a_warmed_cache_is_named_in_the_assumptions(tmp_path, monkeypatch):
         assert any("cache_hit_rate 0.4" in a and "read high" in a for a in notes) == said
 
 
+def test_calibrate_leaves_out_what_a_warmed_cache_shortened(tmp_path, monkeypatch, capsys):
+    """A line whose --cache-hit-rate warm-up cached part of each prompt (SGLang 0.5.23
+    one_batch_server.py _warmup_cache) timed a shorter prefill than the fit's cold scenario
+    runs: calibrate fitted its max_ttft_ms and whole-latency figures without a word. Now one
+    warning line names it and only its decode window is fitted; a cold line beside it fits whole."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "400")   # the fit table one line per row
+    f = tmp_path / "mixed.jsonl"
+    f.write_text(json.dumps(_lines()[1]) + "\n" + json.dumps({**_lines()[2], "cache_hit_rate": 0.5}) + "\n")
+    assert main(["calibrate", "--from", str(f), "--profile", "h200-1b", "--seeds", "1", "--max-evals", "2",
+                 "--out", "fitted.yaml"]) == 0
+    out, err = capsys.readouterr()
+    warned = [x for x in err.splitlines() if "cache_hit_rate" in x]
+    assert len(warned) == 1 and warned[0].startswith(f"warning: {f}:2: cache_hit_rate 0.5")
+    assert all(k in warned[0] for k in ("max_ttft_ms", "prefill_window_input_throughput", "output_throughput"))
+    rows = {tuple(x.split()[:2]) for x in out.splitlines() if x.startswith("mixed.jsonl:")}
+    assert {("mixed.jsonl:1", "max_ttft_ms"), ("mixed.jsonl:1", "output_throughput"),
+            ("mixed.jsonl:2", "decode_window_output_throughput")} <= rows
+    timed_over_the_prefill = ("max_ttft_ms", "prefill_window_input_throughput", "duration", "output_throughput",
+                              "total_throughput")
+    assert not {("mixed.jsonl:2", k) for k in timed_over_the_prefill} & rows
+
+
 def test_validate_bench_compares_what_the_line_measured(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["validate-bench", f"{SWEEP}:2", "--profile", "h200-1b", "--seeds", "1", "--out", "v"]) == 0
