@@ -150,9 +150,10 @@ def test_auto_for_deepseek_sparse_attention_follows_the_gpu(tmp_path, capsys, gp
     from specsched.sim.analytic.models import shipped_models
 
     cfg = {**shipped_models()["deepseek-v3"], "architectures": ["DeepseekV32ForCausalLM"], "index_topk": 2048,
-           **({"learnable_sink": True} if sink else {})}
+           "index_n_heads": 64, "index_head_dim": 128, **({"learnable_sink": True} if sink else {})}
     d, said = _cfg_profile(tmp_path, capsys, cfg, gpu, 8)
-    assert d["hardware"]["kv_cell_bytes"] == (512 + 64) * 61 * (1 if fp8 else 2)
+    # the latent at the chosen dtype, plus the indexer's fp8 keys (128 + a 4-byte scale) on every layer
+    assert d["hardware"]["kv_cell_bytes"] == (512 + 64) * 61 * (1 if fp8 else 2) + (128 + 4) * 61
     assert "_dsa_kv_cache_dtype_default" in said[0]
     # DeepSeek-V3 itself (no index_topk) keeps bf16 on a B200
     d, said = _cfg_profile(tmp_path, capsys, shipped_models()["deepseek-v3"], "B200", 8)

@@ -288,6 +288,26 @@ class ModelArch(BaseModel):
     type by GPU."""
     learnable_sink: bool = False
     """A DSA config's ``learnable_sink``: SGLang keeps such a model's KV in bf16."""
+    index_topk: int | None = None
+    """DeepSeek sparse attention (``dsa``): KV entries each query's MLA attention reads, the
+    top-k its lightning indexer selects (all of them when the context is shorter). SGLang
+    0.5.23 configs/model_config.py ``get_dsa_index_topk``; the attention kernels read only
+    ``topk_indices`` (layers/attention/dsa_backend.py ``forward_extend`` / ``forward_decode``),
+    and ``topk_transform`` selects every valid position when ``kv_len <= index_topk``
+    (layers/attention/dsa/dsa_indexer.py ``_should_skip_logits_computation``). None: dense."""
+    index_n_heads: int | None = None
+    """The lightning indexer's heads (``get_dsa_index_n_heads``): its ``wq_b`` is a
+    ReplicatedLinear (dsa_indexer.py ``Indexer.__init__``), so every TP rank scores every
+    position with all of them."""
+    index_head_dim: int | None = None
+    """The indexer's key width (``get_dsa_index_head_dim``), stored in fp8 with a 4-byte scale
+    per 128 (:func:`~sim.analytic.roofline.indexer_cell_bytes`)."""
+    index_shared_layers: int = 0
+    """DSA layers that reuse the previous layer's top-k instead of running the indexer
+    (configs/model_config.py ``dsa_layer_skips_topk``: ``indexer_types`` "shared",
+    ``cli_factor``, ``index_topk_pattern`` "S", ``index_topk_freq``); their index-K buffer has
+    no rows (mem_cache/kv_cache_configurator.py ``_should_elide_dsa_index_k``). 0 for
+    DeepSeek-V3.2."""
     weight_format: str | None = None
     """A 4-bit checkpoint's format (``mxfp4``, ``nvfp4``: :func:`fp4_format`; ``int4``, AWQ/GPTQ
     w4a16: :func:`int4_format`); None otherwise.
@@ -303,6 +323,16 @@ class ModelArch(BaseModel):
     @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank is not None
+
+    @property
+    def sparse_attention(self) -> bool:
+        """DeepSeek sparse attention priced (an ``index_topk``: DSA's top-k MLA and indexer)."""
+        return self.index_topk is not None
+
+    @property
+    def indexer_layers(self) -> int:
+        """Layers that run the lightning indexer and hold its keys (0 without DSA)."""
+        return self.num_layers - self.index_shared_layers if self.sparse_attention else 0
 
     @property
     def is_moe(self) -> bool:
@@ -864,6 +894,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         raise ConfigError(file, "first_k_dense_replace", cfg["first_k_dense_replace"],
                           f"must be 0..{cfg['num_hidden_layers']} (the dense layers before the MoE ones, "
                           "at most num_hidden_layers)")
+    dsa = bool(DSA_ARCHS & set(archs[:1])) and cfg.get("index_topk") is not None
     return ModelArch(
         name=name,
         source=str(cfg.get("source", file)),
@@ -908,9 +939,58 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         fp8_routed_experts_only=fp8 and isinstance(quant, dict) and quant.get("scope") == "routed_experts",
         weight_format=fp4,
         kv_cache_quant_algo=checkpoint_kv_cache_quant(quant),
-        dsa=bool(DSA_ARCHS & set(archs[:1])) and cfg.get("index_topk") is not None,
+        dsa=dsa,
         learnable_sink=bool(cfg.get("learnable_sink", False)),
+        **_dsa_indexer(cfg, file, dsa),
     )
+
+
+def _dsa_indexer(cfg: dict[str, Any], file: str, dsa: bool) -> dict[str, int]:
+    """The DSA fields of :class:`ModelArch` from a config (none unless ``dsa``).
+
+    SGLang 0.5.23 reads ``index_topk``, ``index_n_heads`` and ``index_head_dim`` off the
+    config with no default (configs/model_config.py ``get_dsa_index_topk``,
+    ``get_dsa_index_n_heads``, ``get_dsa_index_head_dim``: ``config.index_head_dim``), so a
+    DSA config without one is refused. The layers that reuse the previous layer's top-k
+    follow ``dsa_layer_skips_topk``: an ``indexer_types`` list ("shared"), else ``cli_factor``
+    (LongCat: fresh top-k every ``cli_factor`` layers), else ``index_topk_pattern`` ("S"),
+    else ``index_topk_freq`` with ``index_skip_topk_offset``.
+
+    Raises:
+        ConfigError: a DSA config lacks one of the three keys, or one is not a positive integer.
+    """
+    if not dsa:
+        return {}
+    out = {}
+    for key in ("index_topk", "index_n_heads", "index_head_dim"):
+        v = _get(cfg, file, key, default=None)
+        if v is None or v < 1:
+            raise ConfigError(file, key, "<missing>" if v is None else v,
+                              "required, a positive integer, for DeepSeek sparse attention (an index_topk config of a "
+                              "DSA architecture: SGLang reads config.index_topk, index_n_heads and index_head_dim, "
+                              "configs/model_config.py get_dsa_index_*)")
+        out[key] = v
+    layers = cfg["num_hidden_layers"]
+    types, cli = cfg.get("indexer_types"), cfg.get("cli_factor") or 1
+    pattern, freq = cfg.get("index_topk_pattern"), cfg.get("index_topk_freq") or 1
+    offset = cfg.get("index_skip_topk_offset")
+    for key, v in (("cli_factor", cli), ("index_topk_freq", freq), ("index_skip_topk_offset", offset)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ConfigError(file, key, v, "must be a positive integer (configs/model_config.py dsa_layer_skips_topk)")
+
+    def skips(i: int) -> bool:
+        if isinstance(types, list):
+            return i < len(types) and types[i] == "shared"
+        if cli > 1:
+            return i % cli != 0
+        if pattern is not None:
+            return i < len(pattern) and pattern[i] == "S"
+        if offset is not None:
+            return max(i - offset + 1, 0) % freq != 0
+        return max(i - 1, 0) % freq != 0
+
+    out["index_shared_layers"] = sum(skips(i) for i in range(layers))
+    return out
 
 
 def checkpoint_kv_cache_quant(quant: Any) -> str | None:

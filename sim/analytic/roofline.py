@@ -12,6 +12,9 @@ groups add up, plus the TP all-reduces and the per-forward launch overheads:
   ``2 x T x keys x (qk + v) x heads`` with ``keys`` the mean attended positions per query
   (quadratic in extend tokens); MLA decode/verify uses the absorbed form over the latent
   (SGLang's MLA decode path), MLA extend the expanded per-head form;
+- DeepSeek sparse attention (``arch.index_topk``): the MLA attention reads at most
+  ``index_topk`` entries per query, and a lightning indexer, a separate kernel before it,
+  scores every cached position in fp8 (:func:`dsa_attention_s`);
 - LM head on the positions whose logits are needed, then the logits' TP all-gather and
   the full-vocab passes before sampling (bytes per logit ``LOGIT_PASS_BYTES``);
 - TP: two all-reduces per layer (after attention and after the MLP) of ``T x hidden``
@@ -49,6 +52,17 @@ REFERENCE_HOST_GHZ = 2.1
 """CPU clock of the host ``eager_launch_per_kernel_s`` was measured on (the H200 machine's
 vCPUs report 2100 MHz: docs/measurements/h200-v4/cpu-diag.txt)."""
 LOGIT_PASS_BYTES = 12
+DSA_INDEX_QUANT_BLOCK = 128
+"""Index-K elements per fp8 scale (SGLang 0.5.23 mem_cache/memory_pool.py
+``DSATokenToKVPool.quant_block_size``)."""
+DSA_INDEX_SCALE_BYTES = 4
+"""Bytes of one index-K scale (a float32 stored in the uint8 buffer:
+model_executor/pool_configurator.py ``_compute_dsa_indexer_cell_size``, ``// quant_block_size * 4``)."""
+DSA_DENSE_PREFILL_KV_LEN = 2048
+"""A DSA extend whose longest request is at most this long runs dense MHA (MHA_ONE_SHOT)
+rather than the sparse MLA kernel (layers/attention/dsa_backend.py ``set_dsa_prefill_impl``:
+``max_kv_len <= SGLANG_DSA_PREFILL_DENSE_ATTN_KV_LEN_THRESHOLD``, 2048 by default,
+environ.py)."""
 """HBM bytes per logit after the LM head: the gathered bf16 logits written (2), read and
 copied to float32 (2 + 4), read again by argmax or softmax (4); sampling adds more."""
 
@@ -247,9 +261,23 @@ def attention_params(arch: ModelArch, tp: int) -> float:
         q = (h * arch.q_lora_rank + arch.q_lora_rank * heads * arch.qk_head_dim) if arch.q_lora_rank else h * heads * arch.qk_head_dim
         kv_a = h * (kvl + rope)  # replicated on every rank
         kv_b = kvl * heads * (arch.qk_nope_head_dim + arch.v_head_dim)
-        return q + kv_a + kv_b + heads * arch.v_head_dim * h
+        return q + kv_a + kv_b + heads * arch.v_head_dim * h + indexer_params(arch)
     kvh = arch.kv_heads_per_rank(tp)
     return h * heads * arch.head_dim + 2 * h * kvh * arch.head_dim + heads * arch.v_head_dim * h
+
+
+def indexer_params(arch: ModelArch) -> float:
+    """The DSA lightning indexer's projections one rank holds for one layer (elements),
+    averaged over the layers (only :attr:`ModelArch.indexer_layers` build one): ``wq_b``
+    (q_lora_rank -> heads x head_dim), ``wk`` (hidden -> head_dim) and ``weights_proj``
+    (hidden -> heads), every one a ReplicatedLinear (SGLang 0.5.23
+    layers/attention/dsa/dsa_indexer.py ``Indexer.__init__``; fused as ``wk_weights_proj`` on
+    CUDA, the same size), so whole on every TP rank. Priced at the linears' weight bytes."""
+    if not arch.sparse_attention:
+        return 0.0
+    n, d = arch.index_n_heads, arch.index_head_dim
+    per = (arch.q_lora_rank or arch.hidden_size) * n * d + arch.hidden_size * (d + n)
+    return per * arch.indexer_layers / arch.num_layers
 
 
 def dense_mlp_params(arch: ModelArch, tp: int) -> tuple[float, float]:
@@ -327,9 +355,26 @@ def kv_pool_cell_bytes(arch: ModelArch, tp: int) -> tuple[float, float]:
     config gives ``swa_head_dim``). A model with one pool: (all layers, 0)."""
     total = kv_cell_bytes(arch, tp)
     if not arch.swa_pool_layers:
-        return total, 0.0
+        return total + indexer_cell_bytes(arch), 0.0
     per_layer = total / arch.num_layers
-    return per_layer * (arch.num_layers - arch.swa_pool_layers), per_layer * arch.swa_pool_layers
+    full_layers = arch.num_layers - arch.swa_pool_layers
+    index = indexer_cell_bytes(arch) / max(arch.indexer_layers, 1) * full_layers
+    return per_layer * full_layers + index, per_layer * arch.swa_pool_layers
+
+
+def indexer_cell_bytes(arch: ModelArch, layers: int | None = None) -> float:
+    """The DSA lightning indexer's key bytes per token on one rank (0 without DSA):
+    ``index_head_dim`` fp8 bytes plus a 4-byte scale per 128 (132 for DeepSeek-V3.2), on each
+    of ``layers`` (default :attr:`ModelArch.indexer_layers`: the layers that reuse the
+    previous top-k get no rows, SGLang 0.5.23's default ``_should_elide_dsa_index_k``).
+    Replicated, not split over TP ranks. SGLang counts it in the KV pool's per-token cell
+    (model_executor/pool_configurator.py ``_compute_cell_size``: ``cell_size +=
+    _compute_dsa_indexer_cell_size``, uint8 elements, whatever ``--kv-cache-dtype``)."""
+    if not arch.sparse_attention:
+        return 0.0
+    d = arch.index_head_dim
+    per_layer = d + d // DSA_INDEX_QUANT_BLOCK * DSA_INDEX_SCALE_BYTES
+    return float(per_layer * (arch.indexer_layers if layers is None else layers))
 
 
 def attention_kv_bandwidth(arch: ModelArch, gpu: GpuSpec, eff: Efficiency, tp: int, requests: float) -> float:
@@ -411,7 +456,13 @@ def forward_cost(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, 
 
     heads = arch.num_heads / tp
     eff_keys = kv_entries(arch, keys)
-    if arch.is_mla and absorbed_mla:
+    read_keys = kv_entries(arch, kv_read)
+    # DeepSeek sparse attention: a request of more than DSA_DENSE_PREFILL_KV_LEN tokens
+    # extends through the sparse MLA kernel (absorbed, over the top-k), a decode always
+    sparse = arch.sparse_attention and (absorbed_mla or kv_read + t / max(requests, 1.0) > DSA_DENSE_PREFILL_KV_LEN)
+    if sparse:
+        eff_keys, read_keys = min(eff_keys, arch.index_topk), min(read_keys, arch.index_topk)
+    if arch.is_mla and (absorbed_mla or sparse):
         per_key = 2 * (2 * arch.kv_lora_rank + arch.qk_rope_head_dim)
     else:
         per_key = 2 * (arch.qk_head_dim + arch.v_head_dim)
@@ -420,11 +471,13 @@ def forward_cost(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, 
     self_layers = arch.self_attention_layers
     attn_flops = self_layers * t * eff_keys * heads * per_key
     cell = kv_cell_bytes(arch, tp) * self_layers / L
-    ctx_bytes = requests * kv_entries(arch, kv_read) * cell
+    ctx_bytes = requests * read_keys * cell
     kv_bytes = ctx_bytes + t * cell
     kv_bw = attention_kv_bandwidth(arch, gpu, eff, tp, requests) if decode else bw
     # a gathered copy of the attended KV (eff.kv_gather_passes: read + write) before the kernel
     attention_s = max(attn_flops / peak_attn, kv_bytes / kv_bw) + eff.kv_gather_passes * ctx_bytes / bw
+    attention_s += indexer_s(arch, gpu, eff, tokens=t, requests=requests, keys=keys, kv_read=kv_read,
+                             decode=decode, kv_bw=kv_bw)
 
     lm_params = arch.vocab_size * h / tp
     lm_head_s = max(2 * max(logits, 1.0) * lm_params / peak_lm, BF16 * lm_params / bw)
@@ -444,6 +497,40 @@ def forward_cost(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, 
     # eager: kernels run as the host issues them (host-bound below the GPU time)
     eager_s = max(gpu_s + kernels * eff.eager_gpu_per_kernel_s, kernels * eager_issue_per_kernel_s(eff))
     return ForwardCost(linear_s, experts_s, attention_s, lm_head_s, allreduce_s, overhead_s, eager_s)
+
+
+def indexer_s(arch: ModelArch, gpu: GpuSpec, eff: Efficiency, *, tokens: float, requests: float, keys: float,
+              kv_read: float, decode: bool, kv_bw: float) -> float:
+    """Seconds of the DSA lightning indexer in one forward on one rank (0 without DSA).
+
+    Each new token's query scores every cached position it attends, on each of
+    :attr:`ModelArch.indexer_layers`: ``2 x index_n_heads x index_head_dim`` FLOPs per key
+    (``keys`` per query), in fp8, at the GPU's fp8 peak times ``eff.attention``; each request
+    reads the index keys of its ``kv_read`` cached positions (:func:`indexer_cell_bytes` per
+    token, 132 bytes a layer for DeepSeek-V3.2) and the new tokens' are written, at the
+    attention's bandwidth ``kv_bw``. Its heads are not split over TP ranks (``wq_b`` is a
+    ReplicatedLinear): every rank runs the whole indexer. SGLang 0.5.23 runs it as kernels
+    of its own before the sparse attention (layers/attention/dsa/dsa_indexer.py
+    ``Indexer.forward_cuda`` -> ``_get_topk_paged``: ``fp8_paged_mqa_logits`` then
+    ``topk_transform``; ``_get_topk_ragged``: ``fp8_mqa_logits`` for an extend; the attention
+    backend then reads ``topk_indices``), so its time adds to the attention's rather than
+    overlapping it: ``max(FLOPs / (fp8 peak x attention), bytes / kv_bw)``.
+
+    A plain extend whose requests are all at most ``index_topk`` long skips the logits (only
+    the new keys are stored: ``_should_skip_logits_computation``); a decode, verify or draft
+    forward on CUDA scores the whole context at every length (the dense/sparse graph variants
+    are ROCm's: layers/attention/graph_variants.py ``create_attention_graph_variants``).
+    Not counted: the fp32 logits' write and the top-k's read of them (8 bytes per query and
+    key, ~6 % of the key bytes in a decode), and the indexer's small kernels' launch gaps.
+    """
+    if not arch.sparse_attention:
+        return 0.0
+    if not decode and kv_read + tokens / max(requests, 1.0) <= arch.index_topk:
+        return tokens * indexer_cell_bytes(arch) / kv_bw
+    flops = arch.indexer_layers * tokens * keys * 2 * arch.index_n_heads * arch.index_head_dim
+    index_bytes = (requests * kv_read + tokens) * indexer_cell_bytes(arch)
+    peak = gpu.peak_flops("fp8") * eff.attention
+    return max(flops / peak, index_bytes / kv_bw)
 
 
 def collective_s(gpu: GpuSpec, eff: Efficiency, tp: int, size: float, all_reduce: bool = True) -> float:
@@ -573,7 +660,7 @@ def draft_arch(target: ModelArch, layers: int, vocab: int | None = None) -> Mode
     # every draft layer is a self-attention layer and, for an MoE target, an MoE one (Llama 4's
     # interleaved dense layers and Mllama's cross-attention layers are the target's own)
     update = {"name": f"{target.name}-draft{layers}", "num_layers": layers, "first_k_dense": 0,
-              "moe_layer_step": 1, "cross_attention_layers": 0}
+              "moe_layer_step": 1, "cross_attention_layers": 0, "index_shared_layers": 0}
     if vocab is not None:
         update["vocab_size"] = vocab
     return target.model_copy(update=update)

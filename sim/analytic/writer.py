@@ -24,6 +24,7 @@ from specsched.sim.analytic.gpus import GpuSpec
 from specsched.sim.analytic.models import ModelArch
 from specsched.sim.analytic.roofline import (
     BF16,
+    DSA_DENSE_PREFILL_KV_LEN,
     EFFICIENCY_SOURCES,
     FP4_BITS,
     FP4_LINEARS,
@@ -38,6 +39,8 @@ from specsched.sim.analytic.roofline import (
     extend,
     extend_issue_s,
     gpu_efficiency,
+    indexer_cell_bytes,
+    indexer_params,
     kernel_count,
     kv_cell_bytes,
     kv_pool_cell_bytes,
@@ -299,6 +302,8 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
     }
     full_cell, swa_cell = kv_pool_cell_bytes(arch, tp)
     target_cell = full_cell   # what a prefill rank sends per token (kv_transfer)
+    if arch.sparse_attention:
+        prov.update(_dsa_provenance(arch, tp, kv_word))
     draft_cell, prov["hardware.draft_kv_cell_bytes"] = drafter_kv_cell_bytes(arch, draft, tp, drafter,
                                                                              draft_model is not None)
     if dp_attn_w:
@@ -408,7 +413,10 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
                                                                     ("vision_family", None), ("moe_layer_step", 1),
                                                                     ("dense_intermediate_size", None),
                                                                     ("attention_chunk_size", None),
-                                                                    ("cross_attention_layers", 0))
+                                                                    ("cross_attention_layers", 0),
+                                                                    ("index_topk", None), ("index_n_heads", None),
+                                                                    ("index_head_dim", None),
+                                                                    ("index_shared_layers", 0))
                                               if getattr(arch, k) == default}),
             # a GPU's own efficiency factors only where the table has them (a rebuild reads them back)
             "gpu": gpu.model_dump(exclude={"gfx_arch"} | (set() if gpu.efficiency else {"efficiency", "efficiency_source"})
@@ -457,6 +465,15 @@ def drafter_kv_cell_bytes(arch: ModelArch, draft: ModelArch, tp: int, drafter: s
             f"{who} as full-attention layers of the target's geometry (pool_configurator.py HybridSWAPoolConfigurator: "
             "_draft_full_layers_num x _full_per_token, or the DFLASH _draft_cell_size); counted only when the "
             "scenario speculates")
+    if arch.sparse_attention and drafter == "chain" and not draft_model:
+        # pool_configurator.py DefaultPoolConfigurator.__init__, DSA branch: the latent part scaled by
+        # the draft's layers, plus the draft's indexer keys on every draft layer (allocate_all_layers)
+        return int(kv_cell_bytes(arch, tp) * draft.num_layers / arch.num_layers) + int(
+            indexer_cell_bytes(arch, draft.num_layers)), (
+            f"{who}: the target's per-layer latent cell x {draft.num_layers} plus the draft's DSA indexer keys on "
+            "each of its layers (pool_configurator.py DefaultPoolConfigurator, DSA branch: int(target_kv_size x "
+            "draft layers / layers) + _compute_dsa_indexer_cell_size(allocate_all_layers=True)); counted only "
+            "when the scenario speculates")
     if drafter == "chain" or draft_model:
         return int(full * draft.num_layers / arch.num_layers), (
             f"{who}: the target's per-layer cell x {draft.num_layers} (pool_configurator.py DefaultPoolConfigurator, "
@@ -465,6 +482,45 @@ def drafter_kv_cell_bytes(arch: ModelArch, draft: ModelArch, tp: int, drafter: s
         f"{who} by its own attention geometry, KV heads per rank x (head_dim + v_head_dim) x layers x element size "
         "(speculative/dflash_utils.py dflash_draft_cell_size_per_token, added by pool_configurator.py's DFLASH branch); "
         "counted only when the scenario speculates")
+
+
+def _dsa_provenance(arch: ModelArch, tp: int, kv_word: str) -> dict[str, str]:
+    """Provenance lines of a DeepSeek sparse attention model's profile (``arch.index_topk``):
+    the mechanism priced (roofline.py ``forward_cost``, ``indexer_s``) and the pool cell."""
+    n, d, k = arch.index_n_heads, arch.index_head_dim, arch.index_topk
+    per_layer = indexer_cell_bytes(arch, 1)
+    shared = (f"; {arch.index_shared_layers} layer(s) reuse the previous top-k (configs/model_config.py "
+              "dsa_layer_skips_topk): no indexer, no index keys (kv_cache_configurator.py _should_elide_dsa_index_k)"
+              if arch.index_shared_layers else "")
+    return {
+        "dsa.attention": (
+            f"DeepSeek sparse attention (index_topk {k}): each query's MLA attention reads only the {k} entries its "
+            f"lightning indexer selects, all of them at a shorter context (SGLang 0.5.23 layers/attention/dsa_backend.py "
+            f"forward_extend / forward_decode read topk_indices; dsa/dsa_indexer.py topk_transform). Decode, verify and "
+            f"draft forwards: the absorbed MLA over min(context, {k}) entries, FLOPs and KV reads, so flat in context "
+            f"past {k}; an extend whose requests exceed {DSA_DENSE_PREFILL_KV_LEN} tokens likewise (the sparse MLA "
+            f"kernel in the absorbed form), a shorter one dense MHA as before (dsa_backend.py set_dsa_prefill_impl, "
+            f"SGLANG_DSA_PREFILL_DENSE_ATTN_KV_LEN_THRESHOLD {DSA_DENSE_PREFILL_KV_LEN}). Assumed: the queries of one "
+            f"request (a verify window, an extend chunk) read their top-k sets' union at the cost of one set "
+            f"(neighbouring queries select mostly the same positions; served from L2)"),
+        "dsa.indexer": (
+            f"the lightning indexer on {arch.indexer_layers} of {arch.num_layers} layers{shared}: per new token, "
+            f"2 x {n} heads x {d} = {2 * n * d} FLOPs per attended position in fp8 (fp8 peak x analytic.efficiency."
+            f"attention), and each request's {per_layer:g} index-key bytes per cached position and layer ({d} fp8 + "
+            f"4 bytes of scale per 128) read at the attention's bandwidth; "
+            f"max(compute, memory), added to the attention's time: separate kernels before it (dsa_indexer.py "
+            f"Indexer.forward_cuda: fp8_paged_mqa_logits / fp8_mqa_logits, then topk_transform). Its heads are "
+            f"whole on every rank (ReplicatedLinear wq_b), so it does not shrink with TP. A plain extend of requests "
+            f"no longer than {k} skips the scoring (_should_skip_logits_computation); a CUDA decode scores at every "
+            f"context. Its projections (wq_b, wk, weights_proj: {indexer_params(arch) * arch.num_layers / 1e6:.0f}M "
+            f"parameters per rank, replicated) count in the linears and hardware.weight_bytes. Not counted: the fp32 "
+            f"logits' write and read (8 bytes per query and position), the indexer's kernel launches"),
+        "hardware.kv_cell_bytes": (
+            f"KV bytes per token per rank, {kv_word} KV cache (SGLang pool_configurator.py _compute_cell_size): the "
+            f"MLA latent, {kv_cell_bytes(arch, tp):g}, plus the DSA indexer's keys, {per_layer:g} bytes x "
+            f"{arch.indexer_layers} layers = {indexer_cell_bytes(arch):g} (_compute_dsa_indexer_cell_size: index_head_dim "
+            f"+ index_head_dim // 128 x 4, uint8, whatever the KV dtype)"),
+    }
 
 
 def _fp4_provenance(dtype: str, gpu: GpuSpec) -> str:
