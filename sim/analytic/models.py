@@ -1250,13 +1250,23 @@ def load_model(name_or_path: str, option: str = "--model") -> ModelArch:
     if not is_input_file(p):
         raise ConfigError("<command line>", option, name_or_path,
                           f"not a config.json file nor a shipped model; shipped: {', '.join(table)}")
+    cfg = _json_object(p, "a model's config.json")
+    return from_hf_config(with_hf_quant_config(cfg, p), config_model_name(cfg, p), str(p))
+
+
+def _json_object(p: Path, what: str) -> dict[str, Any]:
+    """The JSON object in the file ``p`` (``what`` names it in a read error).
+
+    Raises:
+        ConfigError: unreadable, not JSON, or not an object at the top level.
+    """
     try:
-        cfg = json.loads(read_input(p, "a model's config.json").decode("utf-8-sig"))
+        obj = json.loads(read_input(p, what).decode("utf-8-sig"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(str(p), "<file>", str(p), f"not valid JSON ({e.__class__.__name__})") from None
-    if not isinstance(cfg, dict):
-        raise ConfigError(str(p), "<top level>", type(cfg).__name__, "must be a JSON object")
-    return from_hf_config(with_hf_quant_config(cfg, p), config_model_name(cfg, p), str(p))
+    if not isinstance(obj, dict):
+        raise ConfigError(str(p), "<top level>", type(obj).__name__, "must be a JSON object")
+    return obj
 
 
 def with_hf_quant_config(cfg: dict[str, Any], p: Path) -> dict[str, Any]:
@@ -1279,12 +1289,7 @@ def with_hf_quant_config(cfg: dict[str, Any], p: Path) -> dict[str, Any]:
     side = p.parent / "hf_quant_config.json"
     if not side.is_file():
         return cfg
-    try:
-        quant = json.loads(read_input(side, "a ModelOpt hf_quant_config.json").decode("utf-8-sig"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(str(side), "<file>", str(side), f"not valid JSON ({e.__class__.__name__})") from None
-    if not isinstance(quant, dict):
-        raise ConfigError(str(side), "<top level>", type(quant).__name__, "must be a JSON object")
+    quant = _json_object(side, "a ModelOpt hf_quant_config.json")
     return {**cfg, "quantization_config": quant,
             "source": f"{cfg.get('source', p)} (its quantization from {side.name} beside it, as SGLang's "
                       "_parse_quant_hf_config reads it)"}
