@@ -289,7 +289,8 @@ def _block_on(s: Any) -> bool:
 def _window_read(s: Any) -> bool:
     """Whether some drafting server reads ``speculative_num_draft_tokens``: a block drafter, a
     draft tree (``speculative_eagle_topk`` > 1), or a chain given no ``speculative_num_steps``
-    (its steps are the window - 1). A chain without a tree given its steps verifies
+    (SGLang's own choice of all three; a window given without them is refused at load). A
+    chain without a tree given its steps verifies
     ``speculative_num_steps + 1`` positions whatever the window says: sglang 0.5.23
     arg_groups/speculative_hook.py ``_handle_eagle_family`` resets it (sim/server_args.py
     ``_chain_window_from_steps``)."""

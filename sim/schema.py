@@ -69,7 +69,7 @@ CROSS_FIELD: dict[str, str] = {
     "server.chunked_prefill_size": "-1 (off) or 1 to 2**31 - 1; >= page_size",
     "server.page_size": "<= max_total_num_tokens",
     "server.speculative_num_draft_tokens": ">= 2 when speculative_algorithm is not none; with speculative_eagle_topk k > 1 and speculative_num_steps s, <= k + (s - 1) x k^2 + 1 (the draft candidates + the verified token); without one, outside 1-64 (0 included) or null it is ignored, as SGLang does",
-    "server.speculative_num_steps": "chain drafters only (ignored without one, null too; a block drafter's, any integer, 0 and negatives included, is reset to 1 with a warning, as SGLang does); with speculative_eagle_topk 1 it sets the window to num_steps + 1; a tree may draft deeper than its speculative_num_draft_tokens - 1 nodes reach",
+    "server.speculative_num_steps": "chain drafters only (ignored without one, null too; required with speculative_eagle_topk or speculative_num_draft_tokens, as SGLang refuses either without it; a block drafter's, any integer, 0 and negatives included, is reset to 1 with a warning, as SGLang does); with speculative_eagle_topk 1 it sets the window to num_steps + 1; a tree may draft deeper than its speculative_num_draft_tokens - 1 nodes reach",
     "server.speculative_eagle_topk": "chain drafters; a block drafter's, any integer, is reset to 1 with a warning, as SGLang does; without a drafter, outside 1-64 (0 included) it is ignored",
     "acceptance.mean_accept_length": "<= speculative_num_draft_tokens; one of the three sources",
     "acceptance.per_position_rates": "at most speculative_num_draft_tokens - 1 entries",
