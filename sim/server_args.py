@@ -23,7 +23,7 @@ from pydantic import (
 )
 from specsched.sim.disagg_config import FORCED_ROLE_KEYS, ROLES, Disaggregation
 from specsched.sim.errors import FieldError
-from specsched.sim.sglang_launch_args import drop_inert, launch_arg_line
+from specsched.sim.sglang_launch_args import RENAMED, as_server_keys, drop_inert, launch_arg_line
 from specsched.sim.strict import STRICT as _STRICT
 
 
@@ -454,6 +454,28 @@ class ServerArgs(BaseModel):
         except ValueError:
             return data   # the field's own validator names the value
         return data if algo.supports_mixed_chunk else {**data, "enable_mixed_chunk": False}
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _sglang_names(cls, data: Any, handler: Any) -> ServerArgs:
+        """SGLang 0.5.23's names of settings this block has under its own keys
+        (:data:`sim.sglang_launch_args.SPELLINGS`: ``max_total_tokens``, ``disable_overlap_schedule``,
+        ``attn_dp_size``, ...) read as those keys (:func:`sim.sglang_launch_args.as_server_keys`),
+        before any other validator sees the block (the last wrap validator defined: pydantic
+        runs it first). A value refused for a renamed key (``max_total_tokens: 0``) names the
+        name given, not the key it was read as."""
+        if not isinstance(data, dict):
+            return handler(data)
+        renamed = {RENAMED[k]: k for k in data if k in RENAMED}
+        try:
+            return handler(as_server_keys(data))
+        except ValidationError as e:
+            first = e.errors()[0]
+            if not first["loc"] or first["loc"][0] not in renamed:
+                raise
+            moved = {"type": first["type"], "loc": (renamed[first["loc"][0]], *first["loc"][1:]),
+                     "input": first["input"], **({"ctx": first["ctx"]} if "ctx" in first else {})}
+            raise ValidationError.from_exception_data(e.title, [moved]) from None
 
     @field_validator("speculative_algorithm", mode="before")
     @classmethod
