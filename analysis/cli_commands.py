@@ -74,9 +74,8 @@ def check_workload(scenario: str, arm: str, overrides: dict[str, Any], max_reque
 def _print_scenario_notes(scenarios: list[Any], arms: list[str] | None = None,
                           inert_axes: Mapping[str, list[Any]] | None = None) -> None:
     """The ``note:`` lines a command running many scenarios (``compare``'s arms, ``sweep``'s)
-    prints once before its runs: the inert SGLang launch arguments they name, left out
-    (:func:`sim.sglang_launch_args.left_out_note`), and the others left out at the value the
-    model runs (:func:`sim.sglang_launch_args.accepted_note`); for arms (``scenarios``' names,
+    prints once before its runs: the SGLang launch arguments they name, left out or read as
+    server keys (:func:`sim.sglang_launch_args.launch_arg_notes`); for arms (``scenarios``' names,
     ``arms``) and sweep axes (``inert_axes``: axis -> values) that differ only in such
     arguments, that they will predict the same (:func:`inert_only_notes`); and their profiles
     whose costs are an analytic estimate (:func:`sim.profile.analytic_profiles_note`)."""
@@ -86,7 +85,7 @@ def _print_scenario_notes(scenarios: list[Any], arms: list[str] | None = None,
         load_profile,
         standalone_drafter_note,
     )
-    from specsched.sim.sglang_launch_args import accepted_note, left_out_note
+    from specsched.sim.sglang_launch_args import launch_arg_notes
 
     values = {k: v for s in scenarios for k, v in s._launch_args_values.items()}
     drafter = []
@@ -94,7 +93,7 @@ def _print_scenario_notes(scenarios: list[Any], arms: list[str] | None = None,
         with contextlib.suppress(ConfigError):   # a profile that does not load: the run names it
             profile = load_profile(s.profile, s.path or None)
             drafter += [standalone_drafter_note(s, profile), drafter_kind_note(s, profile)]
-    for note in (left_out_note(k for s in scenarios for k in s._launch_args_left_out), accepted_note(values),
+    for note in (*launch_arg_notes(values, (k for s in scenarios for k in s._launch_args_left_out)),
                  *inert_only_notes(scenarios, arms or [s.arm for s in scenarios], inert_axes or {}),
                  analytic_profiles_note(scenarios), *dict.fromkeys(drafter)):
         if note is not None:
@@ -108,6 +107,8 @@ def inert_only_notes(scenarios: list[Any], arms: list[str], inert_axes: Mapping[
     launch argument -> its values): such arms or points run, and predict the same, since
     what tells them apart never reaches the model. Said, not refused: a user may want one as
     a control (the same prediction twice, over the same seeds)."""
+    from specsched.sim.sglang_launch_args import SPELLINGS
+
     notes = []
     groups: dict[str, list[int]] = {}
     for i, s in enumerate(scenarios):
@@ -116,7 +117,8 @@ def inert_only_notes(scenarios: list[Any], arms: list[str], inert_axes: Mapping[
     for idx in groups.values():
         given = [scenarios[i]._launch_args_values for i in idx]
         keys = [k for k in dict.fromkeys(k for g in given for k in g)
-                if len({json.dumps(g[k] if k in g else "<unset>", default=str) for g in given}) > 1]
+                if len({json.dumps(g[k] if k in g else "<unset>", default=str) for g in given}) > 1
+                and k.rsplit(".", 1)[-1] not in SPELLINGS]   # read as server keys: they reach the model
         if len(idx) > 1 and keys:
             notes.append(f"note: arms {', '.join(arms[i] for i in idx)} differ only in SGLang launch arguments that "
                          f"do not reach the model ({', '.join(keys)}, left out): they will predict the same "

@@ -33,7 +33,7 @@ from specsched.sim.config import (
 )
 from specsched.sim.errors import ConfigError
 from specsched.sim.server_args import ServerArgs, chain_window_reset
-from specsched.sim.sglang_launch_args import is_inert, launch_arg_hint, unmodelled
+from specsched.sim.sglang_launch_args import ANY_VALUE, launch_arg_hint, taken
 from specsched.sim.yaml_io import load_yaml_text
 
 FORBIDDEN_KEYS = ("arms", "arm", "name", "path")
@@ -157,9 +157,11 @@ def check_key(dotted: str, file: str = _CLI, value: Any = _NO_VALUE) -> None:
             fields = model.model_fields
             if part not in fields:
                 where = ".".join(parts[:i]) or "<top level>"
-                if model is ServerArgs and i == len(parts) - 1 and (is_inert(part) or unmodelled(part)):
-                    # an SGLang launch argument with no effect on the prediction, or one whose value
-                    # the model may run (tp_size): left out with a note, or refused when loaded
+                if model is ServerArgs and i == len(parts) - 1 and taken(
+                        part, ANY_VALUE if value is _NO_VALUE else value):
+                    # an SGLang launch argument with no effect on the prediction, one whose value
+                    # the model may run (tp_size), SGLang's name of a server key, or one at its
+                    # default: left out with a note or read as the key, or refused when loaded
                     return
                 if (elsewhere := elsewhere_line(parts)) is not None:
                     raise ConfigError(file, dotted, shown, elsewhere)
@@ -289,7 +291,8 @@ def _block_on(s: Any) -> bool:
 def _window_read(s: Any) -> bool:
     """Whether some drafting server reads ``speculative_num_draft_tokens``: a block drafter, a
     draft tree (``speculative_eagle_topk`` > 1), or a chain given no ``speculative_num_steps``
-    (its steps are the window - 1). A chain without a tree given its steps verifies
+    (SGLang's own choice of all three; a window given without them is refused at load). A
+    chain without a tree given its steps verifies
     ``speculative_num_steps + 1`` positions whatever the window says: sglang 0.5.23
     arg_groups/speculative_hook.py ``_handle_eagle_family`` resets it (sim/server_args.py
     ``_chain_window_from_steps``)."""

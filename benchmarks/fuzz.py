@@ -133,10 +133,11 @@ def cases(draw: Any, hostile_profiles: bool = False, swa: bool = False) -> tuple
     topk = draw(st.integers(1, 8)) if chain and draw(st.integers(0, 3)) == 0 else None
     # a chain (topk 1) has window - 1 steps (SGLang resets the window to steps + 1); a tree
     # may be shallower than its node count, down to the depth whose topk + (steps - 1) x topk^2
-    # candidates still fill it (ServerArgs._check_tree_candidates)
+    # candidates still fill it (ServerArgs._check_tree_candidates). A chain always states its
+    # steps: SGLang refuses a window or topk without them (_handle_eagle_family)
     tree = (topk or 1) > 1
     shallowest = next((s for s in range(1, window) if (topk or 1) * (1 + (s - 1) * (topk or 1)) >= window - 1), window - 1)
-    steps = (draw(st.integers(shallowest, window - 1)) if tree else window - 1) if chain and draw(st.booleans()) else None
+    steps = (draw(st.integers(shallowest, window - 1)) if tree else window - 1) if chain else None
     # the KV pool: tight (one request fits with a little room: retraction) or loose; the
     # speculative reservation kept ahead of each request (sglang 0.5.23's top-up) included
     ahead = ServerArgs(speculative_algorithm=algo, speculative_num_draft_tokens=max(window, 2) if spec else 1,

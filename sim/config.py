@@ -50,6 +50,7 @@ from specsched.sim.sglang_launch_args import (
     inert_keys_in,
     launch_arg_hint,
     launch_args_in,
+    without_respelled,
 )
 from specsched.sim.strict import STRICT as _STRICT
 from specsched.sim.workload_config import (
@@ -275,11 +276,14 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
     A length distribution whose ``kind`` the override changes keeps only the keys the new
     kind reads (``--set workload.input_len={kind: fixed, value: 9}`` over a uniform one with
     a range_ratio, or ``--set workload.input_len.kind=fixed``: the range_ratio is the old
-    kind's, not carried into a block that refuses it); keys the override gives are its own."""
+    kind's, not carried into a block that refuses it); keys the override gives are its own.
+    A server key the override gives under SGLang's name, or the other way round
+    (``disable_overlap_schedule`` over ``enable_overlap_schedule``), is the override's too
+    (:func:`sim.sglang_launch_args.without_respelled`)."""
     out = copy.deepcopy(base)
     for k, v in override.items():
         if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = deep_merge(_for_new_length_kind(out[k], v), v)
+            out[k] = deep_merge(without_respelled(_for_new_length_kind(out[k], v), v), v)
         else:
             out[k] = copy.deepcopy(v)
     return out

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from specsched.sim.sglang_launch_args import drop_inert
+from specsched.sim.sglang_launch_args import as_server_keys, drop_inert
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
@@ -50,8 +50,10 @@ class DisaggRole(BaseModel):
         """Inert SGLang launch arguments (sim/sglang_launch_args.py) are left out here too,
         as from the scenario's own server block: the saved scenario holds none. The
         unmodelled ones at a value the model runs are left out by the scenario's server block,
-        which knows the server this one reaches (:func:`sim.sglang_launch_args.drop_inert`)."""
-        return drop_inert(v, inert_only=True)
+        which knows the server this one reaches (:func:`sim.sglang_launch_args.drop_inert`).
+        SGLang's names of server keys (``attn_dp_size``) are read as those keys, so that the
+        overrides name server keys only (:func:`sim.sglang_launch_args.as_server_keys`)."""
+        return as_server_keys(drop_inert(v, inert_only=True))
 
 
 class Disaggregation(BaseModel):

@@ -47,7 +47,6 @@ from specsched.sim.grid_range import (
     AcceptanceBeyond,
     AcceptanceTreeCut,
     AcceptanceTreeShape,
-    ChainStepsUnset,
     RangeNote,
     merged,
     write_warnings,
@@ -590,11 +589,6 @@ class SimEngine(Clients, EngineStretch):
             # rank-1 rates turned into this tree's accept length by the tree model (a mean is
             # solved on the tree it was measured on, and drawn as stated there)
             notes.append(AcceptanceTreeShape(None, (run[0], run[1]), acc.mean, self.scenario.acceptance.sibling_rate))
-        srv = self.scenario.server   # the steps as the scenario writes them
-        if srv.speculative_algorithm.enabled and not srv.speculative_algorithm.is_block \
-                and srv.speculative_num_steps is None:
-            if srv.model_fields_set & {"speculative_eagle_topk", "speculative_num_draft_tokens"}:
-                notes.append(ChainStepsUnset(srv.speculative_algorithm.value, srv.num_draft_forwards))
         return merged(notes)
 
     def cost_models(self) -> list[Any]:

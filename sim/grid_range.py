@@ -358,38 +358,7 @@ class AcceptanceTreeShape:
                 f"state the acceptance measured on this tree (acceptance.tree [{k1}, {n1}])")
 
 
-@dataclass(frozen=True)
-class ChainStepsUnset:
-    """A chain drafter (EAGLE, EAGLE3, NEXTN/MTP, standalone) given
-    ``speculative_eagle_topk`` or ``speculative_num_draft_tokens`` but no
-    ``speculative_num_steps``: sglang 0.5.23 does not start such a server
-    (arg_groups/speculative_hook.py ``_handle_eagle_family`` asserts that both are unset when
-    the steps are, then chooses all three itself). The run goes on with
-    ``speculative_num_steps`` = window - 1, the chain the given window implies, so that a
-    window sweep over ``speculative_num_draft_tokens`` still answers; the line says what a real
-    launch needs.
-
-    Attributes:
-        algorithm: the drafter (``speculative_algorithm``).
-        steps: the serial draft steps the run uses.
-    """
-
-    algorithm: str
-    steps: int
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return "", "chain-steps", ""
-
-    def line(self) -> str:
-        return (f"warning: server: {self.algorithm} given speculative_num_draft_tokens or speculative_eagle_topk "
-                f"without speculative_num_steps: "
-                f"SGLang 0.5.23 refuses to start so (arg_groups/speculative_hook.py _handle_eagle_family asserts "
-                f"they are unset when the steps are); simulated with speculative_num_steps {self.steps} "
-                f"(the window - 1): give server.speculative_num_steps to run what a real server can launch")
-
-
-RangeNote = GridExit | EagerUnpriced | DecodeFromVerify | AcceptanceBeyond | AcceptanceTreeCut | AcceptanceTreeShape | ChainStepsUnset
+RangeNote = GridExit | EagerUnpriced | DecodeFromVerify | AcceptanceBeyond | AcceptanceTreeCut | AcceptanceTreeShape
 
 
 def merged(notes: Iterable[RangeNote]) -> list[RangeNote]:

@@ -69,7 +69,7 @@ CROSS_FIELD: dict[str, str] = {
     "server.chunked_prefill_size": "-1 (off) or 1 to 2**31 - 1; >= page_size",
     "server.page_size": "<= max_total_num_tokens",
     "server.speculative_num_draft_tokens": ">= 2 when speculative_algorithm is not none; with speculative_eagle_topk k > 1 and speculative_num_steps s, <= k + (s - 1) x k^2 + 1 (the draft candidates + the verified token); without one, outside 1-64 (0 included) or null it is ignored, as SGLang does",
-    "server.speculative_num_steps": "chain drafters only (ignored without one, null too; a block drafter's, any integer, 0 and negatives included, is reset to 1 with a warning, as SGLang does); with speculative_eagle_topk 1 it sets the window to num_steps + 1; a tree may draft deeper than its speculative_num_draft_tokens - 1 nodes reach",
+    "server.speculative_num_steps": "chain drafters only (ignored without one, null too; required with speculative_eagle_topk or speculative_num_draft_tokens, as SGLang refuses either without it; a block drafter's, any integer, 0 and negatives included, is reset to 1 with a warning, as SGLang does); with speculative_eagle_topk 1 it sets the window to num_steps + 1; a tree may draft deeper than its speculative_num_draft_tokens - 1 nodes reach",
     "server.speculative_eagle_topk": "chain drafters; a block drafter's, any integer, is reset to 1 with a warning, as SGLang does; without a drafter, outside 1-64 (0 included) it is ignored",
     "acceptance.mean_accept_length": "<= speculative_num_draft_tokens; one of the three sources",
     "acceptance.per_position_rates": "at most speculative_num_draft_tokens - 1 entries",
@@ -240,19 +240,27 @@ finite (except `workload.request_rate: .inf`). Unknown keys, repeated keys and a
 inside any arm fail at load with one line naming the file, key, value and what is allowed.
 
 SGLang launch arguments pasted into `server` (or a disaggregated role's `server`), by kind
-(sim/sglang_launch_args.py, read from SGLang 0.5.23's `ServerArgs`): the ones that cannot change
-the prediction (logging, metrics, tracing, host and ports, API keys, served model name, seeds,
-watchdogs and timeouts, warmup, ...) are accepted and left out, named in
-one `note:` line of `run`, `compare` and `sweep`, and absent from the results' `scenario.yaml`;
-their values are checked against the type `ServerArgs` declares (`log_level: 7` is refused);
-the ones that live elsewhere here (`kv_cache_dtype`, `dtype`: the profile's;
-`max_total_tokens`: `server.max_total_num_tokens`) are refused with a line saying where;
-the ones the model does not have (`tp_size`: the profile's; `load_balance_method`, `pp_size`,
-`enable_hierarchical_cache`, `enable_two_batch_overlap`, `speculative_accept_threshold_single`)
-are accepted, with a note, at the value the model runs (the profile's TP size, the routing it does: round-robin,
-on a disaggregated prefill server by bootstrap room; SGLang's default) and refused at any other, with a line saying what it changes and
-what is allowed; any other SGLang argument is refused as one the model has no setting for,
-which may change timing.
+(sim/sglang_launch_args.py, read from SGLang 0.5.23's `ServerArgs`): 0.5.23's names of settings
+that have a key here are read as that key (`max_total_tokens`: `max_total_num_tokens`;
+`cuda_graph_max_bs_decode`, `cuda_graph_bs_decode`: `cuda_graph_max_bs`, `cuda_graph_bs`;
+`disable_overlap_schedule`: the inverse of `enable_overlap_schedule`; `data_parallel_size`:
+`dp_size`; with a `note:` line, `disable_cuda_graph: true`: both `disable_*_cuda_graph`, and
+`attn_dp_size: N`: `enable_dp_attention: true, dp_size: N`) and refused beside that key at
+another value; the ones that cannot change the prediction (logging, metrics, tracing, host and
+ports, API keys, served model name, the model's path, seeds, watchdogs and timeouts, warmup,
+...) are accepted and left out, named in one `note:` line of `run`, `compare` and `sweep`, and
+absent from the results' `scenario.yaml`; their values are checked against the type `ServerArgs`
+declares (`log_level: 7` is refused); the ones that live elsewhere here (`kv_cache_dtype`,
+`dtype`: the profile's) are refused with a line saying where; the ones the model does not have
+(`tp_size`: the profile's; `load_balance_method`, `pp_size`, `enable_hierarchical_cache`,
+`enable_two_batch_overlap`, `speculative_accept_threshold_single`) are accepted, with a note, at
+the value the model runs (the profile's TP size, the routing it does: round-robin, on a
+disaggregated prefill server by bootstrap room; SGLang's default) and refused at any other, with
+a line saying what it changes and what is allowed; any other SGLang argument, and one that lives
+elsewhere, is accepted at 0.5.23's declared default (`ep_size: 1`, `radix_eviction_policy: lru`,
+`sampling_backend: null`, `dtype: auto`: the same server as without it), left out with a `note:`
+line, and refused at any other value, as one the model has no setting for, which may change
+timing, or saying where it lives.
 
 Speculative algorithms (SGLang's `--speculative-algorithm` names, any case): `dspark` and
 `dflash` are block drafters (one draft forward proposes the window, one target forward verifies

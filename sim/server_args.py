@@ -23,7 +23,7 @@ from pydantic import (
 )
 from specsched.sim.disagg_config import FORCED_ROLE_KEYS, ROLES, Disaggregation
 from specsched.sim.errors import FieldError
-from specsched.sim.sglang_launch_args import drop_inert, launch_arg_line
+from specsched.sim.sglang_launch_args import RENAMED, as_server_keys, drop_inert, launch_arg_line
 from specsched.sim.strict import STRICT as _STRICT
 
 
@@ -248,7 +248,7 @@ class ServerArgs(BaseModel):
     cuda_graph_max_bs: int = Field(256, ge=1, description="Largest batch replayed as a graph; larger runs eager.")
     speculative_algorithm: SpecAlgorithm = Field(SpecAlgorithm.none, strict=False, description="SGLang's names, any case (EAGLE = eagle).")
     speculative_num_draft_tokens: int = Field(1, ge=1, le=MAX_DRAFT_TOKENS, description="Verify window per request (gamma + 1 positions). Left out with a block drafter: SGLang 0.5.23's fallback with no draft checkpoint config, 8 for DSpark (DEFAULT_DSPARK_GAMMA 7 + 1) and 16 for DFlash (arg_groups/speculative_hook.py _handle_dspark, _handle_dflash).")
-    speculative_num_steps: int | None = Field(None, ge=1, description="Chain drafter: serial draft forwards (defaults to window - 1; with none of steps, topk and draft tokens given, SGLang's own choice: 5/4/8 for Llama, 3/1/4 otherwise, arg_groups/speculative_hook.py _auto_choose_speculative_params). Given with speculative_eagle_topk 1 (or unset), the verify window becomes num_steps + 1 whatever speculative_num_draft_tokens says, as SGLang resets it (arg_groups/speculative_hook.py _handle_eagle_family).")
+    speculative_num_steps: int | None = Field(None, ge=1, description="Chain drafter: serial draft forwards; required with speculative_eagle_topk or speculative_num_draft_tokens, as SGLang refuses either without it at start-up (arg_groups/speculative_hook.py _handle_eagle_family); with none of the three given, SGLang's own choice: 5/4/8 for Llama, 3/1/4 otherwise (_auto_choose_speculative_params). Given with speculative_eagle_topk 1 (or unset), the verify window becomes num_steps + 1 whatever speculative_num_draft_tokens says, as SGLang resets it (arg_groups/speculative_hook.py _handle_eagle_family).")
     speculative_eagle_topk: int | None = Field(None, ge=1, le=64, description="Chain drafter: candidates per draft step (tree width); each draft step runs over batch x topk tokens (sim/cost_model.py). None: 1.")
     cuda_graph_bs: list[Annotated[int, Field(ge=1)]] | None = Field(None, min_length=1, description="Captured decode/verify graph batch sizes; a batch is padded to the smallest one >= it (sim/cost_model.py), a batch above the largest runs eagerly: given, cuda_graph_max_bs becomes its largest entry, as SGLang sets it. None: SGLang's default list for cuda_graph_max_bs (graph_batch_sizes).")
     disable_decode_cuda_graph: bool = Field(False, description="Run every decode step and speculative cycle eagerly, at any batch size (SGLang's switch, arg_groups/cuda_graph_hook.py: decode backend disabled); the simulator then charges each the eager cost (sim/cost_model.py).")
@@ -307,14 +307,31 @@ class ServerArgs(BaseModel):
         architecture that is SGLang's fallback (3, 1, 4); the three keys are left out of
         the fields the scenario set, so ``sim/defaults.py`` fills them again by the
         profile's ``hardware.architecture`` (5, 4, 8 for Llama) and prints what it chose.
-        A block drafter given no ``speculative_num_draft_tokens`` gets SGLang's fallback
-        window the same way (:data:`BLOCK_DEFAULT_WINDOW`)."""
+        A chain drafter given ``speculative_eagle_topk`` or ``speculative_num_draft_tokens``
+        but no ``speculative_num_steps`` is refused: SGLang 0.5.23 stops at start-up
+        (arg_groups/speculative_hook.py ``_handle_eagle_family``: with the steps None, and
+        ``speculative_adaptive`` off, it asserts the other two are None before choosing all
+        three). A block drafter given no ``speculative_num_draft_tokens`` gets SGLang's
+        fallback window the same way (:data:`BLOCK_DEFAULT_WINDOW`).
+
+        Raises:
+            FieldError: the partial chain, on the first of the two keys given.
+        """
         auto: tuple[str, ...] = ()
         if isinstance(data, dict):
             try:
                 algo = SpecAlgorithm(str(data.get("speculative_algorithm", "none")).lower())
             except ValueError:
                 algo = SpecAlgorithm.none   # the field's own validator names the value
+            given = [k for k in CHAIN_PARAM_KEYS[1:] if k in data]
+            if algo.enabled and not algo.is_block and given and "speculative_num_steps" not in data:
+                raise FieldError(f"server.{given[0]}", data[given[0]], (
+                    f"given without server.speculative_num_steps ({algo.value}: "
+                    + ", ".join(f"{k} {data[k]}" for k in given) + "), which SGLang 0.5.23 refuses at start-up "
+                    "(arg_groups/speculative_hook.py _handle_eagle_family: with speculative_num_steps None it "
+                    "asserts speculative_eagle_topk and speculative_num_draft_tokens are None too); allowed: give "
+                    "speculative_num_steps as well, or leave all three out for SGLang's own choice "
+                    "(_auto_choose_speculative_params)"))
             if algo.enabled and not algo.is_block and not any(k in data for k in CHAIN_PARAM_KEYS):
                 auto = CHAIN_PARAM_KEYS
                 data = {**data, **dict(zip(CHAIN_PARAM_KEYS, auto_speculative_params(algo.value, None), strict=True))}
@@ -437,6 +454,28 @@ class ServerArgs(BaseModel):
         except ValueError:
             return data   # the field's own validator names the value
         return data if algo.supports_mixed_chunk else {**data, "enable_mixed_chunk": False}
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _sglang_names(cls, data: Any, handler: Any) -> ServerArgs:
+        """SGLang 0.5.23's names of settings this block has under its own keys
+        (:data:`sim.sglang_launch_args.SPELLINGS`: ``max_total_tokens``, ``disable_overlap_schedule``,
+        ``attn_dp_size``, ...) read as those keys (:func:`sim.sglang_launch_args.as_server_keys`),
+        before any other validator sees the block (the last wrap validator defined: pydantic
+        runs it first). A value refused for a renamed key (``max_total_tokens: 0``) names the
+        name given, not the key it was read as."""
+        if not isinstance(data, dict):
+            return handler(data)
+        renamed = {RENAMED[k]: k for k in data if k in RENAMED}
+        try:
+            return handler(as_server_keys(data))
+        except ValidationError as e:
+            first = e.errors()[0]
+            if not first["loc"] or first["loc"][0] not in renamed:
+                raise
+            moved = {"type": first["type"], "loc": (renamed[first["loc"][0]], *first["loc"][1:]),
+                     "input": first["input"], **({"ctx": first["ctx"]} if "ctx" in first else {})}
+            raise ValidationError.from_exception_data(e.title, [moved]) from None
 
     @field_validator("speculative_algorithm", mode="before")
     @classmethod

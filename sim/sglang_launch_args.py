@@ -2,20 +2,26 @@
 
 Users paste a server's launch arguments into a scenario's ``server`` block (or ``--set
 server.KEY=V``). The block holds the arguments the scheduler model reads (:class:`sim.server_args.ServerArgs`);
-every other SGLang argument falls in one of three kinds:
+every other SGLang argument falls in one of these kinds:
 
+- :data:`SPELLINGS`: SGLang 0.5.23's names of settings the model has under its own server key
+  (``max_total_tokens`` is ``max_total_num_tokens``, ``disable_overlap_schedule`` the inverse
+  of ``enable_overlap_schedule``): read as those keys (:func:`as_server_keys`); given beside
+  the key with another value, refused naming both.
 - :data:`INERT_ARGS`: arguments that cannot change what the model predicts (TTFT, TPOT, ITL,
   throughput, the KV pool, scheduling): logging, metrics and tracing, hosts and ports, API
-  keys and names, startup-only weight-loading paths, the tokenizer and detokenizer process
-  counts (the model times no tokenization), seeds, watchdogs and timeouts, warmup. Accepted
+  keys and names, the model's path (the profile holds the model), startup-only weight-loading
+  paths, seeds, watchdogs and timeouts, warmup. Accepted
   and left out before validation (:func:`drop_inert`), named in one ``note:`` line of the run
   (:func:`left_out_note`). Chosen conservatively: an argument that could change a step's time
   (a kernel, a buffer, an extra pass, TLS, a tensor dump, a canary sweep) is not inert.
 - :data:`SGLANG_ARGS_ELSEWHERE`: arguments that change results and live elsewhere here (the
   profile's model, dtype, KV dtype, TP; another server key) or are not modelled (saying what
-  they change): refused with that line.
-- any other name of :data:`LAUNCH_ARGS` (or :data:`ALIASES`): refused as an SGLang launch
-  argument the model has no setting for, which may change timing (:func:`launch_arg_line`).
+  they change): refused with that line, unless given at SGLang's default (below).
+- any other name of :data:`LAUNCH_ARGS` (or :data:`ALIASES`): at SGLang 0.5.23's declared
+  default (:data:`SGLANG_DEFAULTS`), which launches the same server as leaving it out, accepted
+  and left out with a note (:func:`default_note`); at any other value refused as an SGLang
+  launch argument the model has no setting for, which may change timing (:func:`launch_arg_line`).
 
 Any other unknown key keeps the validator's "unknown key; did you mean" (a typo still fails).
 
@@ -38,212 +44,258 @@ from specsched.sim.errors import FieldError
 SGLANG_VERSION = "0.5.23"
 """The SGLang build whose ``ServerArgs`` fields :data:`LAUNCH_ARGS` lists."""
 
-LAUNCH_ARGS: dict[str, tuple[str, ...]] = {
-    "device.py Device": (
-        "device", "base_gpu_id", "gpu_id_step", "random_seed", "mlx_enable_sampling", "watchdog_timeout",
-        "soft_watchdog_timeout", "sleep_on_idle", "use_ray", "custom_sigquit_handler", "numa_node", "gc_threshold"
-    ),
-    "disagg.py Disagg": (
-        "decoupled_spec_bind_endpoint", "decoupled_spec_connect_endpoints", "decoupled_spec_rank",
-        "decoupled_spec_role", "disaggregation_mode", "disaggregation_decode_allocation_policy",
-        "disaggregation_transfer_backend", "disaggregation_enable_kv_checksum", "disaggregation_bootstrap_port",
-        "disaggregation_ib_device", "disaggregation_decode_enable_radix_cache",
-        "disaggregation_decode_enable_offload_kvcache", "disaggregation_decode_retraction_backup",
-        "num_reserved_decode_tokens", "disaggregation_decode_extra_slots", "disaggregation_decode_polling_interval",
-        "enable_pd_role_switch", "optimistic_prefill_attempts", "encoder_only", "language_only",
-        "language_model_only", "encoder_transfer_backend", "encoder_urls", "encoder_bootstrap_port",
-        "encoder_register_urls", "enable_adaptive_dispatch_to_encoder", "enable_pdmux", "pdmux_config_path",
-        "sm_group_num", "disaggregation_decode_host_receive_threshold"
-    ),
-    "exec_.py ExecFeatures": (
-        "enable_fp32_lm_head", "enable_tf32_matmul", "enable_memory_saver", "enable_weights_cpu_backup",
-        "enable_draft_weights_cpu_backup", "enable_custom_logit_processor", "enable_watermark", "watermark_config",
-        "watermark_key", "watermark_key_b", "watermark_context_window", "watermark_mixing_probability",
-        "watermark_max_probability", "watermark_default_enabled", "watermark_enforce_all",
-        "enable_return_hidden_states", "return_hidden_states_mode", "enable_return_aux_hidden_states",
-        "aux_hidden_state_capture", "return_aux_hidden_state_layer_ids", "enable_return_routed_experts",
-        "enable_return_indexer_topk", "enable_encoder_swa_bounded_replay", "enable_decoder_swa_bounded_replay",
-        "sampling_mask_max_tokens", "disable_outlines_disk_cache", "enable_mis"
-    ),
-    "exec_.py ExecKernel": (
-        "attention_backend", "decode_attention_backend", "enable_lean_attention", "enable_nvidia_megakernel",
-        "enable_amd_monokernel", "prefill_attention_backend", "prefill_kv_cache_dequant_dtype", "sampling_backend",
-        "grammar_backend", "fp8_gemm_runner_backend", "fp4_gemm_runner_backend", "bf16_gemm_backend",
-        "dsa_prefill_backend", "dsv4_prefill_backend", "dsa_triton_union", "dsa_decode_backend",
-        "dsv4_attn_backend", "dsa_paged_mqa_logits_backend", "dsa_topk_backend", "disable_flashinfer_autotune",
-        "flashinfer_autotune_skip_ops", "triton_attention_reduce_in_fp32", "triton_attention_num_kv_splits",
-        "triton_attention_split_tile_size", "flashinfer_mla_disable_ragged", "enable_fused_qk_norm_rope",
-        "enable_precise_embedding_interpolation", "enable_deepseek_v4_fp4_indexer", "enable_dsa_fused_indexer"
-    ),
-    "exec_.py ExecMamba": (
-        "mamba_backend", "mamba_ssm_dtype", "mamba_max_states_per_path", "enable_mamba_cache_stochastic_rounding",
-        "mamba_cache_philox_rounds", "mamba_radix_cache_strategy", "uses_mamba_radix_cache", "mamba_track_interval",
-        "enable_int8_mamba_checkpoint", "int8_mamba_ckpt_size", "linear_attn_backend", "linear_attn_decode_backend",
-        "linear_attn_prefill_backend", "linear_attn_verify_backend", "enable_linear_replayssm",
-        "linear_replayssm_cache_len", "enable_linear_replayssm_spec"
-    ),
-    "exec_.py ExecGraph": (
-        "cuda_graph_config", "cuda_graph_backend_decode", "cuda_graph_backend_prefill", "cuda_graph_max_bs_decode",
-        "cuda_graph_max_bs_prefill", "cuda_graph_max_seq_len_prefill", "cuda_graph_bs_decode",
-        "cuda_graph_bs_prefill", "cuda_graph_prefill_max_context", "disable_prefill_cuda_graph",
-        "disable_decode_cuda_graph", "disable_cuda_graph", "disable_cuda_graph_padding",
-        "enable_profile_cuda_graph", "enable_cudagraph_gc", "debug_cuda_graph", "enable_torch_compile",
-        "enable_torch_compile_debug_mode", "torch_compile_max_bs"
-    ),
-    "exec_.py ExecComm": (
-        "enable_layerwise_nvtx_marker", "enable_nccl_nvls", "enable_symm_mem", "disable_custom_all_reduce",
-        "enable_mscclpp", "enable_torch_symm_mem", "enable_scattered_sconv", "pre_warm_nccl", "boundary_reduction",
-        "enable_quant_communications", "enable_flashinfer_allreduce_fusion",
-        "enforce_disable_flashinfer_allreduce_fusion", "flashinfer_allreduce_fusion_backend",
-        "enable_aiter_allreduce_fusion", "disable_aiter_allreduce_fusion_in_prefill",
-        "disable_aiter_allreduce_fusion_in_decode"
-    ),
-    "exec_.py ExecMoe": (
-        "enable_fused_moe_sum_all_reduce", "moe_a2a_backend", "enable_w4a4_mxfp4_megamoe", "deepep_v2_mode",
-        "moe_runner_backend", "flashinfer_mxfp4_moe_precision", "deepep_mode", "fuseep_mode",
-        "deepep_dispatcher_output_dtype", "flashinfer_a2a_dispatch_type", "ep_num_redundant_experts",
-        "ep_dispatch_algorithm", "init_expert_location", "enable_eplb", "eplb_algorithm",
-        "eplb_rebalance_num_iterations", "eplb_rebalance_layers_per_chunk",
-        "eplb_min_rebalancing_utilization_threshold", "expert_distribution_recorder_mode",
-        "expert_distribution_recorder_buffer_size", "expert_balancedness_report_mode", "deepep_config",
-        "elastic_ep_backend", "enable_elastic_expert_backup", "mooncake_ib_device", "enable_waterfill",
-        "ep_join_mode", "elastic_ep_scale_timeout", "disable_flashinfer_cutlass_moe_fp4_allgather",
-        "disable_shared_experts_fusion", "enforce_shared_experts_fusion", "enable_paged_experts",
-        "paged_experts_num_resident", "kt_weight_path", "kt_method", "kt_cpuinfer", "kt_threadpool_count",
-        "kt_num_gpu_experts", "kt_max_deferred_experts_per_token"
-    ),
-    "exec_.py ExecOverlap": (
-        "enable_two_batch_overlap", "enable_single_batch_overlap", "tbo_token_distribution_threshold"
-    ),
-    "exec_.py ExecOffload": (
-        "cpu_offload_gb", "offload_group_size", "offload_num_in_group", "offload_prefetch_step", "offload_mode",
-        "ple_offload_embedding", "ple_offload_backend", "ple_offload_dir"
-    ),
-    "exec_.py ExecDllm": (
-        "dllm_algorithm", "dllm_algorithm_config", "dllm_fdfo"
-    ),
-    "exec_.py ExecDeterministic": (
-        "enable_deterministic_inference", "rl_on_policy_target"
-    ),
-    "lora.py Lora": (
-        "enable_lora", "enable_lora_overlap_loading", "max_lora_rank", "lora_target_modules", "lora_paths",
-        "max_loaded_loras", "max_loras_per_batch", "lora_eviction_policy", "lora_backend", "max_lora_chunk_size",
-        "experts_shared_outer_loras", "lora_use_virtual_experts", "lora_strict_loading", "lora_drain_wait_threshold"
-    ),
-    "memory.py Memory": (
-        "radix_eviction_policy", "radix_eviction_policy_config", "disable_radix_cache",
-        "enable_page_major_kv_layout", "enable_unified_memory", "enable_session_radix_cache", "radix_cache_backend",
-        "enable_hierarchical_cache", "hicache_host_memory_mode", "hicache_ratio", "hicache_size",
-        "hicache_host_memory_fraction", "hicache_write_policy", "hicache_io_backend", "hicache_mem_layout",
-        "hicache_storage_backend", "hicache_storage_prefetch_policy", "hicache_storage_backend_extra_config",
-        "hicache_storage_prefetch_retry_poll_interval", "hicache_storage_prefetch_retry_max_attempts",
-        "enable_unified_cache_external_linker", "unified_cache_external_linker_backend",
-        "unified_cache_external_linker_config", "enable_linker_mla_dedup", "enable_hisparse", "hisparse_config",
-        "enable_lmcache", "lmcache_config_file", "enable_flexkv", "flexkv_config_file"
-    ),
-    "mm.py Mm": (
-        "enable_multimodal", "mm_attention_backend", "enable_broadcast_mm_inputs_process", "enable_prefix_mm_cache",
-        "mm_enable_dp_encoder", "mm_process_config", "mm_processor_worker_num", "mm_io_worker_num",
-        "allowed_media_domains", "media_url_max_file_size_mb", "mm_preprocess_cache_size_mb",
-        "trust_mm_content_hashes", "limit_mm_data_per_request", "enable_mm_global_cache", "image_processor_backend",
-        "mm_global_cache_backend", "disable_fast_image_processor", "mm_feature_transport"
-    ),
-    "model.py Model": (
-        "model_path", "load_format", "model_loader_extra_config", "trust_remote_code", "context_length",
-        "is_embedding", "revision", "model_impl", "model_config_parser", "json_model_override_args", "dtype",
-        "quantization", "quantization_param_path", "kv_cache_dtype", "qsa_indexer_dtype", "modelopt_quant",
-        "modelopt_checkpoint_restore_path", "modelopt_checkpoint_save_path", "modelopt_export_path",
-        "quantize_and_serve", "rl_quant_profile", "startup_weight_load_mode", "custom_weight_loader",
-        "weight_loader_disable_mmap", "weight_loader_prefetch_checkpoints", "weight_loader_prefetch_num_threads",
-        "weight_loader_drop_cache_after_load", "remote_instance_weight_loader_seed_instance_ip",
-        "remote_instance_weight_loader_seed_instance_service_port",
-        "remote_instance_weight_loader_send_weights_group_ports", "remote_instance_weight_loader_backend",
-        "remote_instance_weight_loader_start_seed_via_transfer_engine", "engine_info_bootstrap_port",
-        "modelexpress_config", "download_dir", "model_checksum", "delete_ckpt_after_loading",
-        "decrypted_config_file", "decrypted_draft_config_file", "checkpoint_engine_wait_weights_before_ready",
-        "weight_cache_mode", "weight_cache_socket", "weight_cache_timeout"
-    ),
-    "observability.py Observability": (
-        "log_level", "log_level_http", "log_requests", "log_requests_level", "log_requests_format",
-        "log_requests_target", "uvicorn_access_log_exclude_prefixes", "crash_dump_folder", "show_time_cost",
-        "enable_metrics", "smg_http_sidecar_port", "enable_mfu_metrics", "enable_metrics_for_all_schedulers",
-        "load_snapshot_publish_interval", "tokenizer_metrics_custom_labels_header",
-        "tokenizer_metrics_allowed_custom_labels", "extra_metric_labels", "bucket_time_to_first_token",
-        "bucket_inter_token_latency", "bucket_e2e_request_latency", "prompt_tokens_buckets",
-        "generation_tokens_buckets", "gc_warning_threshold_secs", "decode_log_interval",
-        "enable_request_time_stats_logging", "kv_events_config", "load_publish_endpoint",
-        "enable_forward_pass_metrics", "forward_pass_metrics_worker_id", "forward_pass_metrics_ipc_name",
-        "enable_trace", "trace_modules", "otlp_traces_endpoint", "otlp_service_name", "export_metrics_to_file",
-        "export_metrics_to_file_dir", "stat_loggers", "kv_canary", "kv_canary_real_data",
-        "kv_canary_sweep_interval", "debug_tensor_dump_output_folder", "debug_tensor_dump_layers",
-        "debug_tensor_dump_input_file", "forward_hooks", "msprobe_dump_config"
-    ),
-    "parallel.py Parallel": (
-        "nccl_port", "dist_timeout", "dist_init_addr", "gated_launch_port", "nnodes", "node_rank", "tp_size",
-        "dcp_size", "pp_size", "pp_max_micro_batch_size", "pp_async_batch_depth", "dp_size", "attn_dp_size",
-        "load_balance_method", "attn_cp_size", "moe_dp_size", "dwdp_size", "dcp_comm_backend",
-        "dcp_replicate_q_proj", "enable_prefill_cp", "cp_strategy", "enable_cp_tp_group_sharing",
-        "enable_dsa_cache_layer_split", "enable_cp_decode_attn_tp", "enable_kv_cache_sharding",
-        "enable_dp_attention", "enable_dp_attention_local_control_broadcast", "enable_dp_lm_head",
-        "enable_tp_lm_head_all_to_all", "enable_attn_tp_input_scattered", "enable_shared_experts_attn_tp",
-        "shared_experts_tp_size", "enable_dense_mlp_attn_tp", "enable_layernorm_sp",
-        "enable_megamoe_for_layernorm_sp", "disable_attn_tp_gather", "enable_p2p_check", "ep_size",
-        "moe_dense_tp_size", "ep_join_rank_offset", "elastic_ep_initial_size", "max_ep_size"
-    ),
-    "schedule.py Schedule": (
-        "mem_fraction_static", "max_running_requests", "max_queued_requests", "max_total_tokens",
-        "chunked_prefill_size", "prefill_decode_interval", "prefill_decode_interval_min_bs",
-        "enable_dynamic_chunking", "max_prefill_tokens", "prefill_max_requests", "schedule_policy",
-        "enable_priority_scheduling", "disable_priority_preemption", "default_priority_value",
-        "abort_on_priority_when_disabled", "schedule_low_priority_values_first",
-        "priority_scheduling_preemption_threshold", "retraction_policy", "schedule_conservativeness", "page_size",
-        "c128_page_size", "swa_full_tokens_ratio", "swa_prefix_tails", "disable_hybrid_swa_memory",
-        "prefill_only_disable_kv_cache", "disable_chunked_prefix_cache", "disable_overlap_schedule",
-        "num_continuous_decode_steps", "scheduler_recv_interval", "enable_mixed_chunk", "max_mamba_cache_size",
-        "mamba_full_memory_ratio", "enable_prefill_delayer", "prefill_delayer_max_delay_passes",
-        "prefill_delayer_token_usage_low_watermark", "prefill_delayer_forward_passes_buckets",
-        "prefill_delayer_wait_seconds_buckets", "prefill_delayer_queue_min_ratio", "prefill_delayer_max_delay_ms",
-        "min_free_slots_delay"
-    ),
-    "serving.py Serving": (
-        "enable_response_store", "tokenizer_path", "tokenizer_mode", "tokenizer_backend", "tokenizer_worker_num",
-        "detokenizer_worker_num", "skip_tokenizer_init", "host", "port", "fastapi_root_path",
-        "enable_http_worker_reuseport", "smg_grpc_mode", "grpc_mode", "grpc_port", "grpc_response_timeout_secs",
-        "grpc_worker_threads", "sidecar", "sidecar_args", "skip_server_warmup", "warmups", "enable_http2",
-        "http2_max_concurrent_streams", "http2_initial_connection_window_size", "ssl_keyfile", "ssl_certfile",
-        "ssl_ca_certs", "ssl_keyfile_password", "enable_ssl_refresh", "api_key", "admin_api_key",
-        "served_model_name", "weight_version", "chat_template", "trust_request_chat_template",
-        "hf_chat_template_name", "completion_template", "file_storage_path", "enable_cache_report",
-        "return_input_ids", "return_output_ids", "reasoning_parser", "default_chat_template_kwargs",
-        "strip_thinking_cache", "enable_strict_thinking", "tool_call_parser", "tool_server", "sampling_defaults",
-        "asr_max_buffer_seconds", "asr_max_concurrent_sessions", "preferred_sampling_params", "allow_auto_truncate",
-        "stream_interval", "batch_notify_size", "stream_response_default_include_usage",
-        "incremental_streaming_output", "enable_streaming_session", "constrained_json_whitespace_pattern",
-        "constrained_json_disable_any_whitespace", "constrained_json_max_whitespace_cnt",
-        "enable_dynamic_batch_tokenizer", "dynamic_batch_tokenizer_batch_size",
-        "dynamic_batch_tokenizer_batch_timeout", "enable_tokenizer_batch_encode", "disable_tokenizer_batch_decode"
-    ),
-    "spec.py Spec": (
-        "speculative_algorithm", "uno_lora_path", "speculative_draft_model_path", "speculative_boundary_reduction",
-        "speculative_draft_model_revision", "speculative_draft_load_format", "speculative_num_steps",
-        "speculative_eagle_topk", "speculative_num_draft_tokens", "speculative_dflash_block_size",
-        "speculative_domino_candidate_pool_size", "speculative_dspark_block_size",
-        "speculative_dspark_sps_table_path", "speculative_dspark_confidence_sts_path",
-        "speculative_dspark_align_verify_tokens_to_graph_tier", "speculative_accept_threshold_single",
-        "speculative_accept_threshold_acc", "speculative_use_rejection_sampling",
-        "speculative_use_block_verification", "speculative_token_map", "speculative_attention_mode",
-        "speculative_draft_attention_backend", "speculative_dsa_topk_backend", "speculative_draft_kv_cache_dtype",
-        "speculative_draft_window_size", "speculative_draft_sink_size", "speculative_moe_runner_backend",
-        "speculative_moe_a2a_backend", "speculative_enable_w4a4_mxfp4_megamoe",
-        "speculative_draft_model_quantization", "enable_multi_layer_eagle", "speculative_adaptive",
-        "speculative_adaptive_config", "spec_trace_dir", "speculative_ngram_min_bfs_breadth",
-        "speculative_ngram_max_bfs_breadth", "speculative_ngram_match_type", "speculative_ngram_max_trie_depth",
-        "speculative_ngram_capacity", "speculative_ngram_external_corpus_path",
-        "speculative_ngram_external_sam_budget", "speculative_ngram_external_corpus_max_tokens"
-    ),
+_REQUIRED = object()
+"""The default of an argument SGLang declares none for (``model_path``: required)."""
+
+LAUNCH_ARGS: dict[str, dict[str, Any]] = {
+    "device.py Device": {
+        "device": None, "base_gpu_id": 0, "gpu_id_step": 1, "random_seed": None, "mlx_enable_sampling": False,
+        "watchdog_timeout": 300, "soft_watchdog_timeout": None, "sleep_on_idle": False, "use_ray": False,
+        "custom_sigquit_handler": None, "numa_node": None, "gc_threshold": None
+    },
+    "disagg.py Disagg": {
+        "decoupled_spec_bind_endpoint": None, "decoupled_spec_connect_endpoints": None, "decoupled_spec_rank": None,
+        "decoupled_spec_role": "null", "disaggregation_mode": "null",
+        "disaggregation_decode_allocation_policy": "early", "disaggregation_transfer_backend": "mooncake",
+        "disaggregation_enable_kv_checksum": False, "disaggregation_bootstrap_port": 8998,
+        "disaggregation_ib_device": None, "disaggregation_decode_enable_radix_cache": False,
+        "disaggregation_decode_enable_offload_kvcache": False, "disaggregation_decode_retraction_backup": None,
+        "num_reserved_decode_tokens": 512, "disaggregation_decode_extra_slots": None,
+        "disaggregation_decode_polling_interval": 1, "enable_pd_role_switch": False, "optimistic_prefill_attempts": 0,
+        "encoder_only": False, "language_only": False, "language_model_only": False,
+        "encoder_transfer_backend": "auto", "encoder_urls": [], "encoder_bootstrap_port": 8997,
+        "encoder_register_urls": [], "enable_adaptive_dispatch_to_encoder": False, "enable_pdmux": False,
+        "pdmux_config_path": None, "sm_group_num": 8, "disaggregation_decode_host_receive_threshold": 1.0
+    },
+    "exec_.py ExecFeatures": {
+        "enable_fp32_lm_head": False, "enable_tf32_matmul": None, "enable_memory_saver": False,
+        "enable_weights_cpu_backup": False, "enable_draft_weights_cpu_backup": False,
+        "enable_custom_logit_processor": False, "enable_watermark": False, "watermark_config": None,
+        "watermark_key": None, "watermark_key_b": None, "watermark_context_window": 4,
+        "watermark_mixing_probability": 0.5, "watermark_max_probability": 1.0, "watermark_default_enabled": False,
+        "watermark_enforce_all": False, "enable_return_hidden_states": False, "return_hidden_states_mode": None,
+        "enable_return_aux_hidden_states": False, "aux_hidden_state_capture": None,
+        "return_aux_hidden_state_layer_ids": None, "enable_return_routed_experts": False,
+        "enable_return_indexer_topk": False, "enable_encoder_swa_bounded_replay": False,
+        "enable_decoder_swa_bounded_replay": None, "sampling_mask_max_tokens": 4096,
+        "disable_outlines_disk_cache": False, "enable_mis": False
+    },
+    "exec_.py ExecKernel": {
+        "attention_backend": None, "decode_attention_backend": None, "enable_lean_attention": None,
+        "enable_nvidia_megakernel": False, "enable_amd_monokernel": False, "prefill_attention_backend": None,
+        "prefill_kv_cache_dequant_dtype": "auto", "sampling_backend": None, "grammar_backend": None,
+        "fp8_gemm_runner_backend": "auto", "fp4_gemm_runner_backend": "auto", "bf16_gemm_backend": "auto",
+        "dsa_prefill_backend": None, "dsv4_prefill_backend": "auto", "dsa_triton_union": 0, "dsa_decode_backend": None,
+        "dsv4_attn_backend": "auto", "dsa_paged_mqa_logits_backend": "auto", "dsa_topk_backend": "sgl-kernel",
+        "disable_flashinfer_autotune": False, "flashinfer_autotune_skip_ops": None,
+        "triton_attention_reduce_in_fp32": False, "triton_attention_num_kv_splits": 8,
+        "triton_attention_split_tile_size": None, "flashinfer_mla_disable_ragged": False,
+        "enable_fused_qk_norm_rope": None, "enable_precise_embedding_interpolation": False,
+        "enable_deepseek_v4_fp4_indexer": False, "enable_dsa_fused_indexer": None
+    },
+    "exec_.py ExecMamba": {
+        "mamba_backend": "triton", "mamba_ssm_dtype": None, "mamba_max_states_per_path": -1,
+        "enable_mamba_cache_stochastic_rounding": False, "mamba_cache_philox_rounds": 0,
+        "mamba_radix_cache_strategy": "auto", "uses_mamba_radix_cache": False, "mamba_track_interval": 256,
+        "enable_int8_mamba_checkpoint": False, "int8_mamba_ckpt_size": None, "linear_attn_backend": "triton",
+        "linear_attn_decode_backend": None, "linear_attn_prefill_backend": None, "linear_attn_verify_backend": None,
+        "enable_linear_replayssm": False, "linear_replayssm_cache_len": 16, "enable_linear_replayssm_spec": False
+    },
+    "exec_.py ExecGraph": {
+        "cuda_graph_config": None, "cuda_graph_backend_decode": None, "cuda_graph_backend_prefill": None,
+        "cuda_graph_max_bs_decode": None, "cuda_graph_max_bs_prefill": None, "cuda_graph_max_seq_len_prefill": None,
+        "cuda_graph_bs_decode": None, "cuda_graph_bs_prefill": None, "cuda_graph_prefill_max_context": None,
+        "disable_prefill_cuda_graph": False, "disable_decode_cuda_graph": False, "disable_cuda_graph": False,
+        "disable_cuda_graph_padding": False, "enable_profile_cuda_graph": False, "enable_cudagraph_gc": False,
+        "debug_cuda_graph": False, "enable_torch_compile": False, "enable_torch_compile_debug_mode": False,
+        "torch_compile_max_bs": 32
+    },
+    "exec_.py ExecComm": {
+        "enable_layerwise_nvtx_marker": False, "enable_nccl_nvls": False, "enable_symm_mem": False,
+        "disable_custom_all_reduce": False, "enable_mscclpp": False, "enable_torch_symm_mem": False,
+        "enable_scattered_sconv": False, "pre_warm_nccl": False, "boundary_reduction": "auto",
+        "enable_quant_communications": False, "enable_flashinfer_allreduce_fusion": False,
+        "enforce_disable_flashinfer_allreduce_fusion": False, "flashinfer_allreduce_fusion_backend": None,
+        "enable_aiter_allreduce_fusion": False, "disable_aiter_allreduce_fusion_in_prefill": False,
+        "disable_aiter_allreduce_fusion_in_decode": False
+    },
+    "exec_.py ExecMoe": {
+        "enable_fused_moe_sum_all_reduce": False, "moe_a2a_backend": "none", "enable_w4a4_mxfp4_megamoe": False,
+        "deepep_v2_mode": "direct", "moe_runner_backend": "auto", "flashinfer_mxfp4_moe_precision": "default",
+        "deepep_mode": "auto", "fuseep_mode": 2, "deepep_dispatcher_output_dtype": "auto",
+        "flashinfer_a2a_dispatch_type": None, "ep_num_redundant_experts": 0, "ep_dispatch_algorithm": None,
+        "init_expert_location": "trivial", "enable_eplb": False, "eplb_algorithm": "auto",
+        "eplb_rebalance_num_iterations": 1000, "eplb_rebalance_layers_per_chunk": None,
+        "eplb_min_rebalancing_utilization_threshold": 1.0, "expert_distribution_recorder_mode": None,
+        "expert_distribution_recorder_buffer_size": None, "expert_balancedness_report_mode": "off",
+        "deepep_config": None, "elastic_ep_backend": None, "enable_elastic_expert_backup": False,
+        "mooncake_ib_device": None, "enable_waterfill": False, "ep_join_mode": None, "elastic_ep_scale_timeout": 600,
+        "disable_flashinfer_cutlass_moe_fp4_allgather": False, "disable_shared_experts_fusion": False,
+        "enforce_shared_experts_fusion": False, "enable_paged_experts": False, "paged_experts_num_resident": None,
+        "kt_weight_path": None, "kt_method": "AMXINT4", "kt_cpuinfer": None, "kt_threadpool_count": 2,
+        "kt_num_gpu_experts": None, "kt_max_deferred_experts_per_token": None
+    },
+    "exec_.py ExecOverlap": {
+        "enable_two_batch_overlap": False, "enable_single_batch_overlap": False,
+        "tbo_token_distribution_threshold": 0.48
+    },
+    "exec_.py ExecOffload": {
+        "cpu_offload_gb": 0, "offload_group_size": -1, "offload_num_in_group": 1, "offload_prefetch_step": 1,
+        "offload_mode": "cpu", "ple_offload_embedding": None, "ple_offload_backend": "pinned", "ple_offload_dir": None
+    },
+    "exec_.py ExecDllm": {
+        "dllm_algorithm": None, "dllm_algorithm_config": None, "dllm_fdfo": True
+    },
+    "exec_.py ExecDeterministic": {
+        "enable_deterministic_inference": False, "rl_on_policy_target": None
+    },
+    "lora.py Lora": {
+        "enable_lora": None, "enable_lora_overlap_loading": None, "max_lora_rank": None, "lora_target_modules": None,
+        "lora_paths": None, "max_loaded_loras": None, "max_loras_per_batch": 8, "lora_eviction_policy": "lru",
+        "lora_backend": "csgmv", "max_lora_chunk_size": 16, "experts_shared_outer_loras": None,
+        "lora_use_virtual_experts": False, "lora_strict_loading": False, "lora_drain_wait_threshold": 0.0
+    },
+    "memory.py Memory": {
+        "radix_eviction_policy": "lru", "radix_eviction_policy_config": None, "disable_radix_cache": False,
+        "enable_page_major_kv_layout": False, "enable_unified_memory": False, "enable_session_radix_cache": False,
+        "radix_cache_backend": None, "enable_hierarchical_cache": False, "hicache_host_memory_mode": "cache",
+        "hicache_ratio": None, "hicache_size": 0, "hicache_host_memory_fraction": 0.8,
+        "hicache_write_policy": "write_through", "hicache_io_backend": "kernel", "hicache_mem_layout": "page_first",
+        "hicache_storage_backend": None, "hicache_storage_prefetch_policy": "timeout",
+        "hicache_storage_backend_extra_config": None, "hicache_storage_prefetch_retry_poll_interval": 8,
+        "hicache_storage_prefetch_retry_max_attempts": 8, "enable_unified_cache_external_linker": False,
+        "unified_cache_external_linker_backend": "mooncake", "unified_cache_external_linker_config": None,
+        "enable_linker_mla_dedup": False, "enable_hisparse": False, "hisparse_config": None, "enable_lmcache": False,
+        "lmcache_config_file": None, "enable_flexkv": False, "flexkv_config_file": None
+    },
+    "mm.py Mm": {
+        "enable_multimodal": None, "mm_attention_backend": None, "enable_broadcast_mm_inputs_process": False,
+        "enable_prefix_mm_cache": False, "mm_enable_dp_encoder": None, "mm_process_config": None,
+        "mm_processor_worker_num": 0, "mm_io_worker_num": 0, "allowed_media_domains": [],
+        "media_url_max_file_size_mb": 64, "mm_preprocess_cache_size_mb": None, "trust_mm_content_hashes": False,
+        "limit_mm_data_per_request": None, "enable_mm_global_cache": False, "image_processor_backend": "auto",
+        "mm_global_cache_backend": "mooncake", "disable_fast_image_processor": False, "mm_feature_transport": None
+    },
+    "model.py Model": {
+        "model_path": _REQUIRED, "load_format": "auto", "model_loader_extra_config": "{}", "trust_remote_code": False,
+        "context_length": None, "is_embedding": False, "revision": None, "model_impl": "auto",
+        "model_config_parser": "auto", "json_model_override_args": "{}", "dtype": "auto", "quantization": None,
+        "quantization_param_path": None, "kv_cache_dtype": "auto", "qsa_indexer_dtype": "auto", "modelopt_quant": None,
+        "modelopt_checkpoint_restore_path": None, "modelopt_checkpoint_save_path": None, "modelopt_export_path": None,
+        "quantize_and_serve": False, "rl_quant_profile": None, "startup_weight_load_mode": "serial",
+        "custom_weight_loader": None, "weight_loader_disable_mmap": False, "weight_loader_prefetch_checkpoints": False,
+        "weight_loader_prefetch_num_threads": 4, "weight_loader_drop_cache_after_load": False,
+        "remote_instance_weight_loader_seed_instance_ip": None,
+        "remote_instance_weight_loader_seed_instance_service_port": None,
+        "remote_instance_weight_loader_send_weights_group_ports": None,
+        "remote_instance_weight_loader_backend": "nccl",
+        "remote_instance_weight_loader_start_seed_via_transfer_engine": False, "engine_info_bootstrap_port": 6789,
+        "modelexpress_config": None, "download_dir": None, "model_checksum": None, "delete_ckpt_after_loading": False,
+        "decrypted_config_file": None, "decrypted_draft_config_file": None,
+        "checkpoint_engine_wait_weights_before_ready": False, "weight_cache_mode": "off", "weight_cache_socket": None,
+        "weight_cache_timeout": 1800
+    },
+    "observability.py Observability": {
+        "log_level": "info", "log_level_http": None, "log_requests": False, "log_requests_level": 2,
+        "log_requests_format": "text", "log_requests_target": None, "uvicorn_access_log_exclude_prefixes": [],
+        "crash_dump_folder": None, "show_time_cost": False, "enable_metrics": False, "smg_http_sidecar_port": None,
+        "enable_mfu_metrics": False, "enable_metrics_for_all_schedulers": False, "load_snapshot_publish_interval": 15,
+        "tokenizer_metrics_custom_labels_header": "x-custom-labels", "tokenizer_metrics_allowed_custom_labels": None,
+        "extra_metric_labels": None, "bucket_time_to_first_token": None, "bucket_inter_token_latency": None,
+        "bucket_e2e_request_latency": None, "prompt_tokens_buckets": None, "generation_tokens_buckets": None,
+        "gc_warning_threshold_secs": 0.0, "decode_log_interval": 40, "enable_request_time_stats_logging": False,
+        "kv_events_config": None, "load_publish_endpoint": None, "enable_forward_pass_metrics": False,
+        "forward_pass_metrics_worker_id": "", "forward_pass_metrics_ipc_name": None, "enable_trace": False,
+        "trace_modules": "request", "otlp_traces_endpoint": "localhost:4317", "otlp_service_name": None,
+        "export_metrics_to_file": False, "export_metrics_to_file_dir": None, "stat_loggers": None, "kv_canary": "none",
+        "kv_canary_real_data": "none", "kv_canary_sweep_interval": 0, "debug_tensor_dump_output_folder": None,
+        "debug_tensor_dump_layers": None, "debug_tensor_dump_input_file": None, "forward_hooks": None,
+        "msprobe_dump_config": None
+    },
+    "parallel.py Parallel": {
+        "nccl_port": None, "dist_timeout": None, "dist_init_addr": None, "gated_launch_port": None, "nnodes": 1,
+        "node_rank": 0, "tp_size": 1, "dcp_size": 1, "pp_size": 1, "pp_max_micro_batch_size": None,
+        "pp_async_batch_depth": 0, "dp_size": 1, "attn_dp_size": 1, "load_balance_method": "auto", "attn_cp_size": 1,
+        "moe_dp_size": 1, "dwdp_size": 1, "dcp_comm_backend": None, "dcp_replicate_q_proj": None,
+        "enable_prefill_cp": False, "cp_strategy": None, "enable_cp_tp_group_sharing": False,
+        "enable_dsa_cache_layer_split": False, "enable_cp_decode_attn_tp": False, "enable_kv_cache_sharding": False,
+        "enable_dp_attention": False, "enable_dp_attention_local_control_broadcast": False, "enable_dp_lm_head": False,
+        "enable_tp_lm_head_all_to_all": None, "enable_attn_tp_input_scattered": False,
+        "enable_shared_experts_attn_tp": False, "shared_experts_tp_size": None, "enable_dense_mlp_attn_tp": False,
+        "enable_layernorm_sp": False, "enable_megamoe_for_layernorm_sp": False, "disable_attn_tp_gather": False,
+        "enable_p2p_check": False, "ep_size": 1, "moe_dense_tp_size": None, "ep_join_rank_offset": 0,
+        "elastic_ep_initial_size": None, "max_ep_size": None
+    },
+    "schedule.py Schedule": {
+        "mem_fraction_static": None, "max_running_requests": None, "max_queued_requests": None,
+        "max_total_tokens": None, "chunked_prefill_size": None, "prefill_decode_interval": None,
+        "prefill_decode_interval_min_bs": 0, "enable_dynamic_chunking": False, "max_prefill_tokens": 16384,
+        "prefill_max_requests": None, "schedule_policy": "fcfs", "enable_priority_scheduling": False,
+        "disable_priority_preemption": False, "default_priority_value": None, "abort_on_priority_when_disabled": False,
+        "schedule_low_priority_values_first": False, "priority_scheduling_preemption_threshold": 10,
+        "retraction_policy": "length", "schedule_conservativeness": 1.0, "page_size": None, "c128_page_size": 16,
+        "swa_full_tokens_ratio": None, "swa_prefix_tails": None, "disable_hybrid_swa_memory": False,
+        "prefill_only_disable_kv_cache": False, "disable_chunked_prefix_cache": False,
+        "disable_overlap_schedule": False, "num_continuous_decode_steps": 1, "scheduler_recv_interval": 1,
+        "enable_mixed_chunk": False, "max_mamba_cache_size": None, "mamba_full_memory_ratio": None,
+        "enable_prefill_delayer": False, "prefill_delayer_max_delay_passes": 30,
+        "prefill_delayer_token_usage_low_watermark": None, "prefill_delayer_forward_passes_buckets": None,
+        "prefill_delayer_wait_seconds_buckets": None, "prefill_delayer_queue_min_ratio": None,
+        "prefill_delayer_max_delay_ms": None, "min_free_slots_delay": None
+    },
+    "serving.py Serving": {
+        "enable_response_store": False, "tokenizer_path": None, "tokenizer_mode": "auto",
+        "tokenizer_backend": "huggingface", "tokenizer_worker_num": 1, "detokenizer_worker_num": 1,
+        "skip_tokenizer_init": False, "host": "127.0.0.1", "port": 30000, "fastapi_root_path": "",
+        "enable_http_worker_reuseport": False, "smg_grpc_mode": False, "grpc_mode": False, "grpc_port": None,
+        "grpc_response_timeout_secs": 300, "grpc_worker_threads": None, "sidecar": None, "sidecar_args": None,
+        "skip_server_warmup": False, "warmups": None, "enable_http2": False, "http2_max_concurrent_streams": 200,
+        "http2_initial_connection_window_size": 1048576, "ssl_keyfile": None, "ssl_certfile": None,
+        "ssl_ca_certs": None, "ssl_keyfile_password": None, "enable_ssl_refresh": False, "api_key": None,
+        "admin_api_key": None, "served_model_name": None, "weight_version": "default", "chat_template": None,
+        "trust_request_chat_template": False, "hf_chat_template_name": None, "completion_template": None,
+        "file_storage_path": None, "enable_cache_report": False, "return_input_ids": False, "return_output_ids": False,
+        "reasoning_parser": None, "default_chat_template_kwargs": None, "strip_thinking_cache": False,
+        "enable_strict_thinking": False, "tool_call_parser": None, "tool_server": None, "sampling_defaults": "model",
+        "asr_max_buffer_seconds": 60, "asr_max_concurrent_sessions": 32, "preferred_sampling_params": None,
+        "allow_auto_truncate": False, "stream_interval": 1, "batch_notify_size": 16,
+        "stream_response_default_include_usage": False, "incremental_streaming_output": False,
+        "enable_streaming_session": False, "constrained_json_whitespace_pattern": None,
+        "constrained_json_disable_any_whitespace": False, "constrained_json_max_whitespace_cnt": None,
+        "enable_dynamic_batch_tokenizer": False, "dynamic_batch_tokenizer_batch_size": 32,
+        "dynamic_batch_tokenizer_batch_timeout": 0.002, "enable_tokenizer_batch_encode": False,
+        "disable_tokenizer_batch_decode": False
+    },
+    "spec.py Spec": {
+        "speculative_algorithm": None, "uno_lora_path": None, "speculative_draft_model_path": None,
+        "speculative_boundary_reduction": "rs+rsv", "speculative_draft_model_revision": None,
+        "speculative_draft_load_format": None, "speculative_num_steps": None, "speculative_eagle_topk": None,
+        "speculative_num_draft_tokens": None, "speculative_dflash_block_size": None,
+        "speculative_domino_candidate_pool_size": 2048, "speculative_dspark_block_size": None,
+        "speculative_dspark_sps_table_path": None, "speculative_dspark_confidence_sts_path": None,
+        "speculative_dspark_align_verify_tokens_to_graph_tier": False, "speculative_accept_threshold_single": 1.0,
+        "speculative_accept_threshold_acc": 1.0, "speculative_use_rejection_sampling": False,
+        "speculative_use_block_verification": False, "speculative_token_map": None,
+        "speculative_attention_mode": "prefill", "speculative_draft_attention_backend": None,
+        "speculative_dsa_topk_backend": "sgl-kernel", "speculative_draft_kv_cache_dtype": None,
+        "speculative_draft_window_size": None, "speculative_draft_sink_size": None,
+        "speculative_moe_runner_backend": None, "speculative_moe_a2a_backend": None,
+        "speculative_enable_w4a4_mxfp4_megamoe": None, "speculative_draft_model_quantization": None,
+        "enable_multi_layer_eagle": False, "speculative_adaptive": False, "speculative_adaptive_config": None,
+        "spec_trace_dir": None, "speculative_ngram_min_bfs_breadth": 1, "speculative_ngram_max_bfs_breadth": 10,
+        "speculative_ngram_match_type": "BFS", "speculative_ngram_max_trie_depth": 18,
+        "speculative_ngram_capacity": 10000000, "speculative_ngram_external_corpus_path": None,
+        "speculative_ngram_external_sam_budget": 0, "speculative_ngram_external_corpus_max_tokens": 10000000
+    },
 }
-"""Every ``ServerArgs`` field of SGLang 0.5.23, by the file and namespace struct of
-srt/arg_groups/fields/ that declares it (``_INPUT_NAMESPACES`` of server_args.py)."""
+"""Every ``ServerArgs`` field of SGLang 0.5.23 with its declared default, by the file and
+namespace struct of srt/arg_groups/fields/ that declares it (``_INPUT_NAMESPACES`` of
+server_args.py): the ``= value`` of each field there (``msgspec.field(default_factory=list)``:
+``[]``). That default is what argparse fills for an argument left off the command line
+(server_args.py ``add_cli_args``, ``from_cli_args``), so an argument given at it launches the
+same server as one left out; a default resolved later by platform or model (``sampling_backend``
+None: flashinfer where the platform has it, arg_groups/overrides.py ``_sampling_backend_default``)
+is declared in that unresolved form (None, "auto")."""
 
 ALIASES: dict[str, str] = {
     # srt/arg_groups/fields/*.py ``Arg(aliases=[...])``, as a YAML key (dashes to underscores)
@@ -262,6 +314,9 @@ ALIASES: dict[str, str] = {
 
 FIELDS: frozenset[str] = frozenset(n for names in LAUNCH_ARGS.values() for n in names)
 """SGLang 0.5.23's ``ServerArgs`` field names."""
+
+SGLANG_DEFAULTS: dict[str, Any] = {n: d for table in LAUNCH_ARGS.values() for n, d in table.items()}
+"""Each field's declared default (:data:`LAUNCH_ARGS`)."""
 
 ALL_NAMES: frozenset[str] = FIELDS | frozenset(ALIASES)
 """Every name an SGLang 0.5.23 launch argument goes by here (fields and their other spellings)."""
@@ -292,6 +347,7 @@ INERT: dict[str, tuple[str, ...]] = {
         "api_key", "admin_api_key", "served_model_name", "weight_version",
         "enable_cache_report",
     ),
+    "the model's path (the model is the profile's)": ("model_path",),
     "weight loading at startup, paths": (
         "trust_remote_code", "download_dir", "model_checksum", "delete_ckpt_after_loading",
         "startup_weight_load_mode", "weight_loader_disable_mmap", "weight_loader_prefetch_checkpoints",
@@ -341,7 +397,7 @@ INERT_TYPES: dict[str, tuple[str, ...]] = {
     ),
     "float": ("gc_warning_threshold_secs", "watchdog_timeout"),
     "str": (
-        "fastapi_root_path", "forward_pass_metrics_worker_id", "host", "log_level", "otlp_traces_endpoint",
+        "fastapi_root_path", "forward_pass_metrics_worker_id", "host", "log_level", "model_path", "otlp_traces_endpoint",
         "tokenizer_metrics_custom_labels_header", "trace_modules", "weight_version",
     ),
     "Optional[int]": (
@@ -421,19 +477,12 @@ _KV_DTYPE = ("the KV cache dtype is the profile's (`specsched profile --analytic
 _KERNELS = "it changes kernel times, which the profile holds: profile the server as it runs"
 
 _LIVES_ELSEWHERE: dict[str, str] = {
-    "model_path": "the model is the profile's (`specsched profile --analytic --model NAME_OR_CONFIG`, or a "
-                  "measured profile)",
     "dtype": "the dtype is the profile's (`specsched profile --analytic --dtype bf16|fp8`)",
     "quantization": "the weights' format is the profile's (`specsched profile --analytic --dtype "
                     "bf16|fp8|mxfp4|nvfp4|int4`)",
     "kv_cache_dtype": _KV_DTYPE,
     "speculative_draft_model_path": "the drafter's cost is the profile's (`specsched profile --analytic "
                                     "--draft-model NAME_OR_CONFIG`, or --drafter and --draft-layers)",
-    "max_total_tokens": "write server.max_total_num_tokens (the KV pool, tokens)",
-    "disable_overlap_schedule": "write server.enable_overlap_schedule: false",
-    "disable_cuda_graph": "write server.disable_decode_cuda_graph: true (and disable_prefill_cuda_graph: true)",
-    "cuda_graph_max_bs_decode": "write server.cuda_graph_max_bs",
-    "cuda_graph_bs_decode": "write server.cuda_graph_bs",
     "cuda_graph_backend_decode": "disabled: write server.disable_decode_cuda_graph: true; another backend "
                                  "changes kernel times, which the profile holds",
     "cuda_graph_backend_prefill": "disabled: write server.disable_prefill_cuda_graph: true; another backend "
@@ -441,9 +490,6 @@ _LIVES_ELSEWHERE: dict[str, str] = {
     "cuda_graph_config": "write its parts as server keys: cuda_graph_max_bs, cuda_graph_bs, "
                          "cuda_graph_max_bs_prefill, cuda_graph_bs_prefill, disable_decode_cuda_graph, "
                          "disable_prefill_cuda_graph",
-    "attn_dp_size": "write server.enable_dp_attention: true and server.dp_size: N (SGLang resolves "
-                    "--dp-size N --enable-dp-attention to attn_dp_size N)",
-    "data_parallel_size": "write server.dp_size",
     "min_free_slots_delay": "write server.admission_delay: min_free_slots and server.min_free_slots: N",
     "disable_hybrid_swa_memory": "write server.sliding_window_size: null (one pool of every layer)",
     "speculative_dflash_block_size": "write server.speculative_num_draft_tokens (the DFlash block size)",
@@ -456,7 +502,8 @@ _LIVES_ELSEWHERE: dict[str, str] = {
     "enable_deterministic_inference": _KERNELS + " (`specsched profile --analytic --attention paged-unsplit` "
                                                  "prices its unsplit decode attention)",
 }
-"""Arguments whose setting lives elsewhere here (the profile, another server key), whatever their value."""
+"""Arguments whose setting lives elsewhere here (the profile, another server key), whatever
+their value but SGLang's default (:func:`at_default`)."""
 
 ROLES = ("prefill", "decode")
 """A disaggregation layout's roles (sim/disagg_config.py)."""
@@ -662,16 +709,173 @@ setting lives here or, for one the model does not have, what it changes; a scena
 names one gets that line instead of the nearest key's spelling."""
 
 
+RENAMED: dict[str, str] = {
+    # arg_groups/fields/schedule.py: "The maximum number of tokens in the memory pool", an upper
+    # bound on the profiled pool (mem_cache/kv_cache_configurator.py _apply_token_constraints),
+    # which is how a stated server.max_total_num_tokens is read (sim/defaults.py)
+    "max_total_tokens": "max_total_num_tokens",
+    # arg_groups/cuda_graph_hook.py parse_cuda_graph_config: the decode phase's max_bs and bs
+    "cuda_graph_max_bs_decode": "cuda_graph_max_bs",
+    "cuda_graph_bs_decode": "cuda_graph_bs",
+    # arg_groups/fields/parallel.py dp_size: Arg(aliases=["--data-parallel-size"])
+    "data_parallel_size": "dp_size",
+}
+"""SGLang 0.5.23 names of a server key of the same meaning (the key's name is the one of
+SGLang's ``ServerArgs`` before 0.5.14, or its runtime name)."""
+
+_ATTN_DP = (("enable_dp_attention", "dp_size"),
+            "arg_groups/parallel_hook.py handle_deprecated_dp_attention: SGLang reads --dp-size N "
+            "--enable-dp-attention, the model's spelling, as --attn-dp-size N")
+
+SPELLINGS: dict[str, tuple[tuple[str, ...], str]] = {
+    **{name: ((key,), "") for name, key in RENAMED.items()},
+    "disable_overlap_schedule": (("enable_overlap_schedule",), ""),
+    "disable_cuda_graph": (
+        ("disable_decode_cuda_graph", "disable_prefill_cuda_graph"),
+        "arg_groups/cuda_graph_hook.py parse_cuda_graph_config: true disables both phases' graphs; false leaves "
+        "them to the per-phase switches"),
+    "attn_dp_size": _ATTN_DP,
+    "attention_data_parallel_size": _ATTN_DP,   # attn_dp_size's Arg(aliases=[...])
+}
+"""SGLang 0.5.23 arguments the model has under its own server keys: name -> (the keys it sets,
+where SGLang reads it so, for one that is not a plain rename: said in :func:`spelling_note`).
+Read as those keys by :func:`as_server_keys`."""
+
+
+def _spelled(name: str, value: Any, block: Mapping[str, Any]) -> dict[str, Any]:
+    """The server keys (with their values) the SGLang argument ``name`` (of :data:`SPELLINGS`)
+    at ``value`` sets, in ``block``, the server block it is written in; {} at a value that
+    leaves them to their own defaults.
+
+    Raises:
+        FieldError: a value SGLang does not take, or a server key of ``block`` that says
+            otherwise (both named; the key is relative to the block).
+    """
+    def check_beside(key: str, want: Any) -> None:
+        if key in block and not same_setting(block[key], want):
+            raise FieldError(f".{name}", value, f"given beside server.{key} {_yaml(block[key])}, which says "
+                             f"otherwise ({name} {_yaml(value)} is {key} {_yaml(want)} here): give one of them")
+
+    if name in RENAMED:
+        if value is None and SGLANG_DEFAULTS[ALIASES.get(name, name)] is None:
+            return {}   # SGLang's unset: the server key's own default
+        check_beside(RENAMED[name], value)
+        return {RENAMED[name]: value}
+    if name == "attention_data_parallel_size":
+        name = "attn_dp_size"
+    if name == "attn_dp_size":
+        if not _is_int(value) or value < 1:
+            raise FieldError(f".{name}", value, "must be an integer >= 1 (SGLang: --attn-dp-size must be positive)")
+        if value == 1:
+            return {}   # no attention DP, or the deprecated spelling's width (dp_size with enable_dp_attention)
+        dp = block.get("dp_size", 1)
+        if _is_int(dp) and dp > 1:
+            raise FieldError(f".{name}", value, f"given beside server.dp_size {dp}: SGLang 0.5.23 refuses "
+                             "data-parallel replicas with attention data parallelism (arg_groups/parallel_hook.py "
+                             f"handle_data_parallelism); write attn_dp_size {value} alone, or dp_size {value} with "
+                             "enable_dp_attention: true")
+        check_beside("enable_dp_attention", True)
+        return {"enable_dp_attention": True, "dp_size": value}   # dp_size 1 beside it: one replica, SGLang's default
+    if not isinstance(value, bool):
+        raise FieldError(f".{name}", value, "must be true or false")
+    if name == "disable_overlap_schedule":
+        check_beside("enable_overlap_schedule", not value)
+        return {"enable_overlap_schedule": not value}
+    if not value:   # disable_cuda_graph false: the per-phase switches decide
+        return {}
+    for key in SPELLINGS[name][0]:
+        check_beside(key, True)
+    return dict.fromkeys(SPELLINGS[name][0], True)
+
+
+def as_server_keys(block: Any) -> Any:
+    """``block`` (a server block as read: a mapping) with each SGLang 0.5.23 name of
+    :data:`SPELLINGS` in it replaced by the server keys it sets (:func:`_spelled`; the plain
+    renames first, so ``attn_dp_size`` reads a ``data_parallel_size`` as ``dp_size``); anything
+    else unchanged.
+
+    Raises:
+        FieldError: as :func:`_spelled`.
+    """
+    if not isinstance(block, Mapping) or not any(k in SPELLINGS for k in block):
+        return block
+    out = {k: v for k, v in block.items() if k not in SPELLINGS}
+    for name in sorted((k for k in block if k in SPELLINGS), key=lambda k: k not in RENAMED):
+        out.update(_spelled(name, block[name], out))
+    return out
+
+
+def _sets(key: str) -> tuple[str, ...]:
+    """The server keys ``key`` of a server block sets: its :data:`SPELLINGS` keys, or itself."""
+    return SPELLINGS[key][0] if key in SPELLINGS else (key,)
+
+
+def without_respelled(base: Mapping[str, Any], over: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``base`` (a block, e.g. a server block) less what ``over`` (a block merged over it: an
+    arm's, ``--set``'s) sets under another name, so that the later one decides, as it does
+    under the same name: a ``disable_overlap_schedule`` over ``enable_overlap_schedule`` drops
+    the latter, an ``enable_overlap_schedule`` over ``disable_overlap_schedule`` the former (an
+    SGLang name that sets other keys too keeps those, as server keys). ``base`` itself where
+    neither holds a name of :data:`SPELLINGS`."""
+    if not any(k in SPELLINGS for k in (*base, *over)):
+        return base
+    replaced = {s for k in over for s in _sets(k)}
+    out: dict[str, Any] = {}
+    for k, v in base.items():
+        if k in over or not set(_sets(k)) & replaced:
+            out[k] = v
+        elif k in SPELLINGS:
+            try:
+                out.update({s: x for s, x in _spelled(k, v, base).items() if s not in replaced})
+            except FieldError:
+                out[k] = v   # refused when the merged block is read
+    return out
+
+
 def is_inert(name: str) -> bool:
     """Whether ``name`` is an SGLang 0.5.23 launch argument that cannot change the prediction."""
     return name in INERT_ARGS
 
 
+def _server_keys() -> frozenset[str]:
+    """The ``server`` block's own keys (imported here: that module imports this one)."""
+    from specsched.sim.server_args import ServerArgs
+
+    return frozenset(ServerArgs.model_fields)
+
+
+def at_default(name: str, value: Any) -> bool:
+    """Whether ``name`` is an SGLang 0.5.23 launch argument the model has no key for, given at
+    its declared default (:data:`SGLANG_DEFAULTS`, compared by :func:`same_setting`), the same
+    server as one without it. Not for an inert name (left out whatever its value), an
+    :data:`UNMODELLED` one (its own rule) nor one of :data:`SPELLINGS` (read as server keys)."""
+    field = ALIASES.get(name, name)
+    return (field in SGLANG_DEFAULTS and name not in INERT_ARGS and unmodelled(name) is None
+            and name not in SPELLINGS and field not in _server_keys() and same_setting(value, SGLANG_DEFAULTS[field]))
+
+
+ANY_VALUE = object()
+""":func:`taken`'s value when none is known yet (a sweep axis' key checked before its values)."""
+
+
+def taken(name: str, value: Any = ANY_VALUE) -> bool:
+    """Whether a ``server`` block takes ``name``, no key of its own, at ``value``: an inert
+    launch argument, an :data:`UNMODELLED` one (its value checked where the block is read), an
+    SGLang name of a server key (:data:`SPELLINGS`), or any other at SGLang's default
+    (:func:`at_default`); with :data:`ANY_VALUE`, any launch argument that some value is taken at."""
+    if name in INERT_ARGS or unmodelled(name) is not None or name in SPELLINGS:
+        return True
+    if value is ANY_VALUE:
+        return ALIASES.get(name, name) in SGLANG_DEFAULTS
+    return at_default(name, value)
+
+
 def launch_arg_line(name: str) -> str | None:
     """The refusal for ``name`` written in a ``server`` block that has no such key: where it
     lives or what it changes (:data:`SGLANG_ARGS_ELSEWHERE`), else, for any other SGLang
-    0.5.23 launch argument, that the model has no setting for it; None for a name SGLang does
-    not have (a typo: the caller says "unknown key; did you mean") and for an inert one. A
+    0.5.23 launch argument, that the model has no setting for it and that its default is taken
+    (:func:`at_default`); None for a name SGLang does not have (a typo: the caller says
+    "unknown key; did you mean"), for an inert one and for one of :data:`SPELLINGS`. A
     name in the command line's spelling (``tp-size``, ``log-level``: dashes) of an SGLang
     argument gets the YAML spelling and what that one does (:func:`_dashed_line`)."""
     if "-" in name and name.replace("-", "_") in ALL_NAMES:
@@ -679,10 +883,12 @@ def launch_arg_line(name: str) -> str | None:
     reason = SGLANG_ARGS_ELSEWHERE.get(name) or SGLANG_ARGS_ELSEWHERE.get(ALIASES.get(name, ""))
     if reason is not None:   # another spelling (tensor_parallel_size, enable_hicache) says what its field says
         return "not a server key here: " + reason
-    if name in ALL_NAMES and name not in INERT_ARGS:
+    if name in ALL_NAMES and name not in INERT_ARGS and name not in SPELLINGS:
+        default = SGLANG_DEFAULTS[ALIASES.get(name, name)]
         return (f"an SGLang {SGLANG_VERSION} launch argument the model has no setting for; it may change "
-                "timing, so it is refused rather than ignored: remove it to predict without it "
-                "(docs/scenario-reference.md lists the server keys)")
+                "timing, so it is refused rather than ignored: remove it to predict without it, or give "
+                f"SGLang's default, {_yaml(default)}, the same server (docs/scenario-reference.md lists the "
+                "server keys)")
     return None
 
 
@@ -699,6 +905,8 @@ def _dashed_line(name: str) -> str:
         return f"{head} (server.{name})"
     if name in INERT_ARGS:
         return f"{head} (accepted and left out: it cannot change the prediction)"
+    if name in SPELLINGS:
+        return f"{head} (read as {', '.join('server.' + k for k in SPELLINGS[name][0])})"
     return f"{head}; as {name}: {launch_arg_line(name)}"
 
 
@@ -741,21 +949,23 @@ def _reached(server: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
 
 def _left_out(server: Mapping[str, Any], reached: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The launch arguments of a server block that are left out, with their values: the inert
-    ones, and the :data:`UNMODELLED` ones at a value the model runs on every server they reach
-    (``reached``: the one server a role's override block applies to; else :func:`_reached`)."""
+    ones, the :data:`UNMODELLED` ones at a value the model runs on every server they reach
+    (``reached``: the one server a role's override block applies to; else :func:`_reached`),
+    and any other at SGLang's default (:func:`at_default`)."""
     out = {}
     for k, v in server.items():
         u = None if k in INERT_ARGS else unmodelled(k)
         if k in INERT_ARGS or (u is not None and all(
-                u.runs(v, s) for s in ([reached] if reached is not None else _reached(server, k)))):
+                u.runs(v, s) for s in ([reached] if reached is not None else _reached(server, k)))) \
+                or at_default(k, v):
             out[k] = v
     return out
 
 
 def drop_inert(server: Any, inert_only: bool = False) -> Any:
     """``server`` (a server block as read: a mapping) without its inert launch arguments and
-    without the :data:`UNMODELLED` ones at a value the model runs, its disaggregated roles'
-    overrides without the latter (their inert ones go in ``DisaggRole``'s validator, with
+    without the others :func:`_left_out` leaves out, its disaggregated roles' overrides without
+    the latter (their inert ones go in ``DisaggRole``'s validator, with
     ``inert_only``: an override block alone does not say which server it reaches); anything
     else unchanged. The dropped ones are named by :func:`launch_args_in`.
 
@@ -783,16 +993,18 @@ def drop_inert(server: Any, inert_only: bool = False) -> Any:
 
 def launch_args_in(scenario: Any) -> dict[str, Any]:
     """The dotted keys (with their values) of the launch arguments a raw scenario mapping sets
-    that :func:`drop_inert` leaves out: in its ``server`` block and in each disaggregated role's
-    (``server.disaggregation.decode.server.log_level``)."""
+    that :func:`drop_inert` leaves out, and of the :data:`SPELLINGS` read as server keys: in its
+    ``server`` block and in each disaggregated role's (``server.disaggregation.decode.server.log_level``)."""
     server = scenario.get("server") if isinstance(scenario, Mapping) else None
     if not isinstance(server, Mapping):
         return {}
-    out = {f"server.{k}": v for k, v in _left_out(server).items()}
+    gone = _left_out(server)
+    out = {f"server.{k}": v for k, v in server.items() if k in gone or k in SPELLINGS}
     for role in ROLES:
         over = _role_over(server, role)
-        out.update({f"server.disaggregation.{role}.server.{k}": v
-                    for k, v in _left_out(over, _role_view(server, role)).items()})
+        gone = _left_out(over, _role_view(server, role))
+        out.update({f"server.disaggregation.{role}.server.{k}": v for k, v in over.items()
+                    if k in gone or k in SPELLINGS})
     return out
 
 
@@ -837,13 +1049,56 @@ def left_out_note(keys: Iterable[str]) -> str | None:
 
 def accepted_note(values: Mapping[str, Any]) -> str | None:
     """The run's one ``note:`` line naming the :data:`UNMODELLED` launch arguments accepted at a
-    value the model runs (dotted key -> value; the inert ones among them are skipped: they
-    have :func:`left_out_note`); None when there are none."""
-    named = [f"{k} {_yaml(v)}" for k, v in values.items() if not is_inert(k.rsplit(".", 1)[-1])]
+    value the model runs (dotted key -> value, :func:`launch_args_in`; the others among them
+    are skipped: they have :func:`left_out_note`, :func:`default_note`, :func:`spelling_note`);
+    None when there are none."""
+    named = [f"{k} {_yaml(v)}" for k, v in values.items() if unmodelled(k.rsplit(".", 1)[-1]) is not None]
     if not named:
         return None
     return ("note: SGLang launch arguments at the value the model runs (single instance; the profile's "
             "tensor-parallel size), left out: " + ", ".join(named))
+
+
+def _spelled_at_default(name: str, value: Any) -> bool:
+    """Whether a name of :data:`SPELLINGS` is at SGLang's default (it then sets nothing new)."""
+    return same_setting(value, SGLANG_DEFAULTS[ALIASES.get(name, name)])
+
+
+def default_note(values: Mapping[str, Any]) -> str | None:
+    """The run's one ``note:`` line naming the launch arguments of ``values`` (dotted key ->
+    value, :func:`launch_args_in`) given at SGLang 0.5.23's default (:func:`at_default`, and a
+    name of :data:`SPELLINGS` at its default); None when there are none."""
+    named = [f"{k} {_yaml(v)}" for k, v in values.items()
+             if at_default(n := k.rsplit(".", 1)[-1], v) or (n in SPELLINGS and _spelled_at_default(n, v))]
+    if not named:
+        return None
+    return (f"note: SGLang launch arguments at SGLang {SGLANG_VERSION}'s default, which launches the same server "
+            "as leaving them out and changes nothing here, left out: " + ", ".join(named))
+
+
+def spelling_note(values: Mapping[str, Any]) -> str | None:
+    """The run's one ``note:`` line naming the :data:`SPELLINGS` of ``values`` (dotted key ->
+    value) that are not a plain rename, with the server keys they were read as and where
+    SGLang reads them so; None when there are none (a rename, ``max_total_tokens`` for
+    ``max_total_num_tokens``, needs no line)."""
+    named = []
+    for k, v in values.items():
+        n = k.rsplit(".", 1)[-1]
+        if n in SPELLINGS and SPELLINGS[n][1] and not _spelled_at_default(n, v):
+            keys = ", ".join(f"{key}: {_yaml(x)}" for key, x in _spelled(n, v, {}).items())
+            named.append(f"{k} {_yaml(v)} as {keys} ({SPELLINGS[n][1]})")
+    if not named:
+        return None
+    return f"note: SGLang {SGLANG_VERSION} arguments read as the server keys they set: " + "; ".join(named)
+
+
+def launch_arg_notes(values: Mapping[str, Any], left_out: Iterable[str]) -> list[str]:
+    """The ``note:`` lines a run prints for the launch arguments its scenarios name: the inert
+    ones left out (``left_out``: dotted keys), and of ``values`` (:func:`launch_args_in`) the
+    unmodelled ones at a value the model runs, those at SGLang's default and the SGLang names
+    read as server keys."""
+    notes = (left_out_note(left_out), accepted_note(values), default_note(values), spelling_note(values))
+    return [n for n in notes if n is not None]
 
 
 def launch_arg_hint(key: str, near: str | None) -> str | None:

@@ -230,11 +230,9 @@ def _run_command(args: argparse.Namespace) -> int:
     # before --seed: with_value validates a full dump, after which every key reads as set in the file
     notes = [*window_reset_warnings(scenario), *unread_overrides(scenario, given), *unread_in_file(scenario, given),
              *fixed_uniform_notes(scenario)]
-    from specsched.sim.sglang_launch_args import accepted_note, left_out_note
+    from specsched.sim.sglang_launch_args import launch_arg_notes
 
-    for note in (accepted_note(scenario._launch_args_values), left_out_note(scenario._launch_args_left_out)):
-        if note is not None:
-            notes.insert(0, note)
+    notes[:0] = launch_arg_notes(scenario._launch_args_values, scenario._launch_args_left_out)
     if args.seed is not None:
         from specsched.sim.config import with_value
 

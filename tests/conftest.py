@@ -63,10 +63,16 @@ def tiny_profile(**host) -> Profile:
 
 
 def make_scenario(server: dict | None = None, workload: dict | None = None, acceptance: dict | None = None, seed: int = 1) -> Scenario:
-    """A scenario dict validated into a Scenario (defaults: DSpark window 4, burst of 8)."""
+    """A scenario dict validated into a Scenario (defaults: DSpark window 4, burst of 8). A chain
+    drafter given its window without ``speculative_num_steps`` gets window - 1 steps, the chain
+    of that window (SGLang refuses the window alone: arg_groups/speculative_hook.py
+    ``_handle_eagle_family``)."""
     srv = {"max_running_requests": 16, "max_total_num_tokens": 200_000, "chunked_prefill_size": 2048,
            "max_prefill_tokens": 4096, "speculative_algorithm": "dspark", "speculative_num_draft_tokens": 4}
     srv.update(server or {})
+    if (str(srv["speculative_algorithm"]).lower() in ("eagle", "eagle3", "nextn", "mtp", "standalone")
+            and "speculative_num_steps" not in srv and isinstance(srv.get("speculative_num_draft_tokens"), int)):
+        srv["speculative_num_steps"] = srv["speculative_num_draft_tokens"] - 1
     wl = {"kind": "burst", "num_requests": 8, "input_len": {"kind": "fixed", "value": 500},
           "output_len": {"kind": "fixed", "value": 40}}
     wl.update(workload or {})

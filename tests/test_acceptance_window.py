@@ -77,6 +77,8 @@ def _cell(window: int | None = None, algo: str | None = None, batch: int = 8):
     if window is not None:
         sc = with_value(sc, "server.speculative_num_draft_tokens", window)
     if algo is not None:
+        if algo == "eagle":   # the window's chain: SGLang refuses a chain's window without its steps
+            sc = with_value(sc, "server.speculative_num_steps", sc.server.speculative_num_draft_tokens - 1)
         sc = with_value(sc, "server.speculative_algorithm", algo)
     return run_scenario(sc).summary
 
@@ -306,7 +308,7 @@ def test_a_tree_run_below_its_stated_acceptance_window_says_the_cut():
     assert cuts({"mean_accept_length": 4.2, "window": 6})[1] == []
     assert cuts({"mean_accept_length": 4.2})[1] == []
     # a chain whose window a what-if shortened carries the rates as documented: no note
-    chain = make_scenario({"speculative_algorithm": "eagle", "speculative_num_draft_tokens": 4},
+    chain = make_scenario({"speculative_algorithm": "eagle", "speculative_num_draft_tokens": 4, "speculative_num_steps": 3},
                           {"num_requests": 2}, acceptance={"mean_accept_length": 3.0, "window": 8})
     assert not [n for n in SimEngine(chain, tiny_profile()).run().extra["range_notes"] if isinstance(n, AcceptanceTreeCut)]
 

@@ -487,14 +487,15 @@ def test_automatic_threshold_only_for_the_dflash_family(algo: str, expected: int
     # formula applies to DFLASH/DSPARK only; other algorithms stay disabled (older code
     # applied it to every workload)
     win = 1 if algo == "none" else 4
+    steps = {"speculative_num_steps": win - 1} if algo in ("eagle", "mtp") else {}   # a chain states its steps
     for kind in ("min_free_slots", "min_free_slots_waiting_aware"):
         p = make_policy(ServerArgs(admission_delay=kind, max_running_requests=256,
-                                   speculative_algorithm=algo, speculative_num_draft_tokens=win))
+                                   speculative_algorithm=algo, speculative_num_draft_tokens=win, **steps))
         assert p.threshold == expected
     # an explicit value wins for every algorithm
     p = make_policy(ServerArgs(admission_delay="min_free_slots", min_free_slots=3))
     assert p.threshold == 3
     # the demand-observed rule resolves its threshold the same way
     d = make_policy(ServerArgs(admission_delay="demand_observed", max_running_requests=256,
-                               speculative_algorithm=algo, speculative_num_draft_tokens=win))
+                               speculative_algorithm=algo, speculative_num_draft_tokens=win, **steps))
     assert d.enabled == (expected > 0)

@@ -331,7 +331,8 @@ def test_a_chain_window_its_draft_steps_fix_gets_the_note():
     arg_groups/speculative_hook.py _handle_eagle_family resets speculative_num_draft_tokens to
     that when speculative_eagle_topk is 1 (with a warning). A sweep of the window at topk 1 with
     the steps given returned the same run at every point, silently. INV: the note is given only
-    where the run does not move; with a tree, or without the steps given, the window is read."""
+    where the run does not move; with a tree the window is read (a chain's window without its
+    steps is refused, as SGLang refuses it)."""
     from specsched.analysis.overrides import unread_overrides
     from specsched.sim.engine import run_scenario
 
@@ -344,10 +345,11 @@ def test_a_chain_window_its_draft_steps_fix_gets_the_note():
     assert note.startswith(f"note: {key} changes nothing") and "speculative_num_steps + 1" in note
     a, b = run_scenario(plain).requests, run_scenario(moved).requests
     assert a[["start_s", "first_token_s", "finish_s"]].equals(b[["start_s", "first_token_s", "finish_s"]])
-    # a tree reads its node count; a chain given no steps takes its steps from the window
+    # a tree reads its node count; a chain given no steps is refused (_handle_eagle_family)
     assert unread_overrides(load_scenario_with_overrides(path, "eagle3", {**small, key: 16}), [key]) == []
     no_steps = {**small, "server.speculative_num_steps": None, key: 6}
-    assert unread_overrides(load_scenario_with_overrides(path, "eagle3_chain", no_steps), [key]) == []
+    with pytest.raises(ConfigError, match="without server.speculative_num_steps"):
+        load_scenario_with_overrides(path, "eagle3_chain", no_steps)
 
 
 def test_a_refusal_a_set_value_causes_at_hardware_resolution_says_with_overrides(tmp_path):

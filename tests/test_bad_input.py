@@ -290,7 +290,8 @@ def test_sglang_and_bench_serving_names(tmp_path):
     from specsched.sim.config import load_scenario
 
     for name, value in (("EAGLE", "eagle"), ("EAGLE3", "eagle3"), ("NEXTN", "nextn"), ("STANDALONE", "standalone")):
-        sc = load_scenario(small_scenario(tmp_path, **{"speculative_algorithm: dspark": f"speculative_algorithm: {name}"}))
+        sc = load_scenario(small_scenario(tmp_path, **{"speculative_algorithm: dspark":
+                                                       f"speculative_algorithm: {name}\n  speculative_num_steps: 5"}))
         assert sc.server.speculative_algorithm.value == value
         assert sc.server.num_draft_forwards == sc.server.speculative_num_draft_tokens - 1  # a chain
     sc = load_scenario(small_scenario(tmp_path, **{"num_requests: 10": "num_prompts: 10", "kind: uniform": "kind: random"}))

@@ -7,6 +7,7 @@ runs, so any other window becomes steps + 1 here too, never priced and drawn as 
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from specsched.sim.config import load_scenario, with_value
@@ -56,7 +57,8 @@ def test_a_tree_keeps_its_window_and_a_block_drafter_its_own():
                       speculative_eagle_topk=4)
     assert (tree.spec_window, tree.accept_window) == (8, 4)
     assert ServerArgs(speculative_algorithm="dspark", speculative_num_draft_tokens=6).accept_window == 6
-    assert ServerArgs(speculative_algorithm="eagle", speculative_num_draft_tokens=5).spec_window == 5
+    with pytest.raises(ValueError, match="without server.speculative_num_steps"):   # SGLang does not start it
+        ServerArgs(speculative_algorithm="eagle", speculative_num_draft_tokens=5)
 
 
 def test_a_tree_wider_than_its_candidates_is_refused():
@@ -137,32 +139,56 @@ def test_null_draft_params_with_an_algorithm_are_the_keys_left_out(algo, nulls):
 
 
 @settings(max_examples=10, deadline=None)
-@given(algo=st.sampled_from(["eagle", "eagle3", "nextn", "mtp", "standalone"]),
-       given_keys=st.sampled_from([("speculative_num_draft_tokens",),
+@given(algo=st.sampled_from(["eagle", "EAGLE3", "nextn", "mtp", "standalone"]),
+       given_keys=st.sampled_from([("speculative_num_draft_tokens",), ("speculative_eagle_topk",),
                                    ("speculative_eagle_topk", "speculative_num_draft_tokens")]),
        steps_given=st.booleans())
-def test_a_chain_given_a_window_or_topk_without_its_steps_warns_that_sglang_refuses_it(algo, given_keys, steps_given):
+def test_a_chain_given_a_window_or_topk_without_its_steps_is_refused_as_sglang_refuses_it(algo, given_keys,
+                                                                                          steps_given):
     """sglang 0.5.23 arg_groups/speculative_hook.py _handle_eagle_family asserts topk and draft
-    tokens unset when speculative_num_steps is: the run goes on, with one line saying so;
-    with the steps given, or none of the three (SGLang's own choice), no line."""
-    from specsched.sim.grid_range import ChainStepsUnset
+    tokens unset when speculative_num_steps is, so such a server does not start: it ran here with
+    steps = window - 1 and a warning. Refused, naming the keys and the rule; with the steps
+    given, it runs."""
+    from pydantic import ValidationError
+    from specsched.sim.config import validation_error
 
     sc = load_scenario(ROOT / "scenarios" / "batch8-ll.yaml")
     server = {k: v for k, v in sc.server.model_dump(exclude_unset=True).items()
               if k not in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")}
-    values = {"speculative_num_draft_tokens": 4, "speculative_eagle_topk": 1}
+    values = {"speculative_num_draft_tokens": 8, "speculative_eagle_topk": 4}
     server.update(speculative_algorithm=algo, **{k: values[k] for k in given_keys})
+    if steps_given:   # the three, as SGLang starts it
+        server.update(speculative_num_steps=3, speculative_num_draft_tokens=8)
+    data = {**sc.model_dump(exclude_unset=True), "server": server,
+            "acceptance": {"per_position_rates": [0.7], "window": None}}
     if steps_given:
-        server["speculative_num_steps"] = 3
-    sc = sc.model_validate({**sc.model_dump(exclude_unset=True), "server": server,
-                            "acceptance": {"per_position_rates": [0.7], "window": None}})
-    notes = run_scenario(with_value(sc, "workload.num_requests", 2), seed=1).extra["range_notes"]
-    unset = [n for n in notes if isinstance(n, ChainStepsUnset)]
-    if steps_given:
-        assert not unset
-    else:
-        assert len(unset) == 1 and unset[0].steps == 3
-        assert "refuses to start" in unset[0].line() and "_handle_eagle_family" in unset[0].line()
+        assert sc.model_validate(data).server.speculative_num_steps == 3
+        return
+    with pytest.raises(ValidationError) as e:
+        sc.model_validate(data)
+    err = validation_error("s.yaml", e.value, data)
+    assert err.key == f"server.{given_keys[0]}" and err.value == values[given_keys[0]], err
+    assert "without server.speculative_num_steps" in err.allowed and "_handle_eagle_family" in err.allowed
+
+
+def test_the_testers_partial_eagle_scenario_exits_2_in_one_line(tmp_path, capsys):
+    """EAGLE with speculative_eagle_topk 4 and speculative_num_draft_tokens 8 but no
+    speculative_num_steps ran with 7 steps and a warning; SGLang 0.5.23 does not start it."""
+    from specsched.cli import main
+
+    path = tmp_path / "eagle-partial.yaml"
+    path.write_text("""name: eagle-partial
+profile: h200-1b
+server: {speculative_algorithm: EAGLE, speculative_eagle_topk: 4, speculative_num_draft_tokens: 8}
+acceptance: {mean_accept_length: 3.0}
+workload: {kind: closed_loop, concurrency: 4, num_requests: 16, input_len: {kind: fixed, value: 512},
+           output_len: {kind: fixed, value: 256}}
+""")
+    assert main(["run", str(path), "-q", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "server.speculative_eagle_topk = 4" in err[0], err
+    assert "speculative_num_draft_tokens 8" in err[0] and "speculative_num_steps" in err[0]
+    assert "Traceback" not in err[0] and not (tmp_path / "o").exists()
 
 
 def test_a_tree_of_fewer_drafts_than_steps_runs_and_accepts_no_deeper_than_its_drafts():

@@ -103,7 +103,8 @@ def test_set_overrides_resolve_after_they_apply(tmp_path):
 
     scn = _scenario(tmp_path, "llama-3.1-8b", "H200", 1)
     sc = load_scenario_with_overrides(scn, "base", {"server.speculative_algorithm": "eagle",
-                                                    "server.speculative_num_draft_tokens": 3})
+                                                    "server.speculative_num_draft_tokens": 3,
+                                                    "server.speculative_num_steps": 2})
     assert sc.server.max_running_requests == 48
 
 
@@ -177,13 +178,13 @@ def test_standalones_automatic_choice_is_not_said_to_follow_the_model(tmp_path):
 
 
 def test_a_given_chain_setting_is_kept_and_no_hardware_gets_the_fallback(tmp_path):
-    """Any one of the three given: nothing is chosen for the others here (the window's own
-    rules apply); a profile with no hardware block: SGLang's fallback 3/1/4."""
+    """The steps given: nothing is chosen for the others here (the window's own rules apply);
+    a profile with no hardware block: SGLang's fallback 3/1/4."""
     from specsched.sim.config import ServerArgs
 
     sc = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H100", 1,
-                                 "speculative_algorithm: eagle, speculative_num_draft_tokens: 6"))
-    assert (sc.server.speculative_num_steps, sc.server.speculative_num_draft_tokens) == (None, 6)
+                                 "speculative_algorithm: eagle, speculative_num_steps: 5"))
+    assert (sc.server.speculative_num_steps, sc.server.speculative_num_draft_tokens) == (5, 6)
     assert "speculative_eagle_topk" not in {r.key for r in sc._resolved_defaults}
     bare = ServerArgs.model_validate({"speculative_algorithm": "EAGLE3"})
     assert (bare.speculative_num_steps, bare.speculative_eagle_topk, bare.speculative_num_draft_tokens) == (3, 1, 4)

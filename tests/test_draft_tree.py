@@ -168,7 +168,7 @@ def test_a_mean_past_what_the_measured_tree_can_accept_is_refused_and_its_top_is
     def scenario(mean: float) -> dict:
         return {"name": "t", "profile": "h200-1b",
                 "server": {"speculative_algorithm": "eagle", "speculative_eagle_topk": 2,
-                           "speculative_num_draft_tokens": 2},
+                           "speculative_num_draft_tokens": 2, "speculative_num_steps": 1},
                 "workload": {"kind": "burst", "num_requests": 2, "input_len": {"kind": "fixed", "value": 8},
                              "output_len": {"kind": "fixed", "value": 8}},
                 "acceptance": {"mean_accept_length": mean, "window": 3, "sibling_rate": 0.3}}

@@ -24,6 +24,7 @@ from specsched.sim.sglang_launch_args import (
 )
 
 from specsched.cli import main
+from tests.conftest import ROOT
 
 NOTE = "note: SGLang launch arguments with no effect on the prediction, left out:"
 
@@ -74,7 +75,7 @@ def test_an_inert_argument_runs_with_the_note_and_the_same_results(tmp_path, cap
 @pytest.mark.parametrize("how", ["file", "set"])
 @pytest.mark.parametrize("key, value, needle", [
     ("kv_cache_dtype", "fp8_e4m3", "specsched profile --analytic --kv-cache-dtype"),
-    ("max_total_tokens", 1000, "server.max_total_num_tokens"),
+    ("dtype", "bfloat16", "the dtype is the profile's"),
     ("enable_hierarchical_cache", True, "not modelled: prefixes evicted from the GPU"),
     ("pp_size", 2, "not modelled: pipeline parallelism"),
     ("speculative_accept_threshold_single", 0.5, "not modelled: it changes the accept length"),
@@ -91,8 +92,8 @@ def test_an_argument_that_lives_elsewhere_is_refused_naming_where(tmp_path, caps
 @pytest.mark.parametrize("how", ["file", "set"])
 @pytest.mark.parametrize("key", ["nnodes", "enable_dp_lm_head", "sleep_on_idle", "numa_node"])
 def test_any_other_sglang_argument_gets_its_line(tmp_path, capsys, how, key):
-    path = _scenario(tmp_path, {key: 1} if how == "file" else None)
-    argv = ["--set", f"server.{key}=1"] if how == "set" else []
+    path = _scenario(tmp_path, {key: 3} if how == "file" else None)   # 3: none's default
+    argv = ["--set", f"server.{key}=3"] if how == "set" else []
     assert main(["run", str(path), "-q", "--out", str(tmp_path / "o"), *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "an SGLang 0.5.23 launch argument the model has no setting for" in err[0], err
@@ -417,3 +418,159 @@ def test_load_balance_method_is_refused_where_the_server_it_reaches_routes_other
     with pytest.raises(ConfigError) as e:
         _load_roles(_pd_scenario(tmp_path, top, prefill, decode))
     assert key in str(e.value) and "allowed: auto" in str(e.value), str(e.value)
+
+
+POISSON = ROOT / "scenarios" / "poisson8b-fixed.yaml"
+SPELLED = [   # SGLang 0.5.23's name, a value, the server keys it is read as
+    ("cuda_graph_max_bs_decode", 128, {"cuda_graph_max_bs": 128}),
+    ("cuda_graph_bs_decode", [1, 2, 4, 8], {"cuda_graph_bs": [1, 2, 4, 8]}),
+    ("disable_overlap_schedule", True, {"enable_overlap_schedule": False}),
+    ("disable_cuda_graph", True, {"disable_decode_cuda_graph": True, "disable_prefill_cuda_graph": True}),
+    ("max_total_tokens", 100000, {"max_total_num_tokens": 100000}),
+    ("attn_dp_size", 2, {"enable_dp_attention": True, "dp_size": 2}),
+    ("attention_data_parallel_size", 2, {"enable_dp_attention": True, "dp_size": 2}),
+]
+
+
+@pytest.mark.parametrize("how", ["file", "set"])
+@pytest.mark.parametrize(("name", "value", "keys"), SPELLED)
+def test_sglang_0523_names_of_server_keys_are_read_as_those_keys(tmp_path, how, name, value, keys):
+    """0.5.23's own names (arg_groups/fields/*.py) of settings the model has under another key
+    were refused with "write X"; they are read as X, in a file and by --set, where --set
+    replaces the file's own X (poisson8b-fixed states cuda_graph_max_bs and the pool)."""
+    from specsched.analysis.overrides import load_scenario_with_overrides
+
+    raw = yaml.safe_load(POISSON.read_text())
+    if how == "file":
+        path = tmp_path / "s.yaml"
+        path.write_text(yaml.safe_dump({**raw, "server": {**{k: v for k, v in raw["server"].items() if k not in keys},
+                                                          name: value}}))
+        got = load_scenario(path)
+    else:
+        got = load_scenario_with_overrides(str(POISSON), "base", {f"server.{name}": value})
+    want = load_scenario_with_overrides(str(POISSON), "base", {f"server.{k}": v for k, v in keys.items()})
+    assert got.server == want.server
+    assert got._launch_args_values == {f"server.{name}": value}
+
+
+def test_a_pasted_0523_name_runs_and_only_a_reading_that_is_not_a_rename_is_noted(tmp_path, capsys):
+    """The tester's case: `--set server.cuda_graph_max_bs_decode=128` on a bundled scenario ran
+    nothing; it runs (a rename: no line), and disable_cuda_graph (two keys) says what it is read as."""
+    small = ["-q", "--set", "workload.num_requests=30"]
+    assert main(["run", str(POISSON), *small, "--set", "server.cuda_graph_max_bs_decode=128",
+                 "--out", str(tmp_path / "a")]) == 0
+    assert "note: SGLang 0.5.23 arguments read as" not in capsys.readouterr().err
+    saved = yaml.safe_load((tmp_path / "a" / "scenario.yaml").read_text())["server"]
+    assert saved["cuda_graph_max_bs"] == 128 and "cuda_graph_max_bs_decode" not in saved
+    assert main(["run", str(POISSON), *small, "--set", "server.disable_cuda_graph=true",
+                 "--out", str(tmp_path / "b")]) == 0
+    notes = [n for n in capsys.readouterr().err.splitlines() if n.startswith("note: SGLang 0.5.23 arguments read as")]
+    assert notes == ["note: SGLang 0.5.23 arguments read as the server keys they set: server.disable_cuda_graph true as "
+                     "disable_decode_cuda_graph: true, disable_prefill_cuda_graph: true (arg_groups/cuda_graph_hook.py "
+                     "parse_cuda_graph_config: true disables both phases' graphs; false leaves them to the per-phase "
+                     "switches)"], notes
+
+
+@pytest.mark.parametrize(("server", "named"), [
+    ({"max_total_tokens": 5000, "max_total_num_tokens": 6000}, ("server.max_total_tokens = 5000", "max_total_num_tokens 6000")),
+    ({"disable_overlap_schedule": True, "enable_overlap_schedule": True},
+     ("server.disable_overlap_schedule = True", "enable_overlap_schedule true")),
+    ({"cuda_graph_max_bs_decode": 64, "cuda_graph_max_bs": 32}, ("server.cuda_graph_max_bs_decode = 64", "cuda_graph_max_bs 32")),
+    ({"disable_cuda_graph": True, "disable_prefill_cuda_graph": False},
+     ("server.disable_cuda_graph = True", "disable_prefill_cuda_graph false")),
+    # SGLang 0.5.23 refuses replicas beside attention DP (parallel_hook.py handle_data_parallelism)
+    ({"attn_dp_size": 2, "dp_size": 4, "enable_dp_attention": True}, ("server.attn_dp_size = 2", "dp_size 4")),
+])
+def test_a_name_and_its_key_given_with_different_values_are_refused_naming_both(tmp_path, capsys, server, named):
+    path = _scenario(tmp_path, server)
+    assert main(["run", str(path), "-q", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and all(n in err[0] for n in named) and "write server." not in err[0], err
+
+
+@pytest.mark.parametrize(("server", "keys"), [
+    ({"max_total_tokens": 5000, "max_total_num_tokens": 5000}, {"max_total_num_tokens": 5000}),
+    ({"disable_overlap_schedule": True, "enable_overlap_schedule": False}, {"enable_overlap_schedule": False}),
+    ({"disable_cuda_graph": True, "disable_prefill_cuda_graph": True},
+     {"disable_decode_cuda_graph": True, "disable_prefill_cuda_graph": True}),
+    # a 0.5.23 dump (ServerArgs.resolved_dict): attention DP over 2 ranks, one replica
+    ({"attn_dp_size": 2, "dp_size": 1, "enable_dp_attention": True}, {"enable_dp_attention": True, "dp_size": 2}),
+    ({"max_total_tokens": None, "max_total_num_tokens": 5000}, {"max_total_num_tokens": 5000}),   # SGLang's unset
+])
+def test_a_name_and_its_key_given_alike_are_one_setting(tmp_path, server, keys):
+    assert load_scenario(_scenario(tmp_path, server)).server == load_scenario(_scenario(tmp_path, keys, name="k.yaml")).server
+
+
+@pytest.mark.parametrize("key", ["disable_overlap", "max_total_token", "cuda_graph_max_bs_decoding"])
+def test_names_sglang_does_not_have_are_still_refused(tmp_path, capsys, key):
+    assert main(["run", str(_scenario(tmp_path, {key: 1})), "-q", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown key" in err[0], err
+
+
+DEFAULT_NOTE = "note: SGLang launch arguments at SGLang 0.5.23's default"
+AT_DEFAULT = {"radix_eviction_policy": "lru", "ep_size": 1, "moe_runner_backend": "auto",
+              "disable_custom_all_reduce": False, "enable_dp_lm_head": False, "sampling_backend": None,
+              "expert_parallel_size": 1, "kv_cache_dtype": "auto", "attn_dp_size": 1}
+
+
+@pytest.mark.parametrize("how", ["file", "set"])
+def test_arguments_at_sglangs_default_run_with_one_note_and_change_nothing(tmp_path, capsys, how):
+    """SGLang 0.5.23 launches the same server with an argument given at its declared default as
+    without it (argparse fills the default), so each was refused as 'may change timing' for
+    nothing; they run, left out with one note, and predict what the block without them does."""
+    plain = _scenario(tmp_path, name="plain.yaml")
+    assert main(["run", str(plain), "-q", "--out", str(tmp_path / "a")]) == 0
+    capsys.readouterr()
+    argv = ["-q", "--out", str(tmp_path / "b")]
+    if how == "file":
+        path = _scenario(tmp_path, AT_DEFAULT)
+    else:
+        path = plain
+        argv += [a for k, v in AT_DEFAULT.items() for a in ("--set", f"server.{k}={json.dumps(v)}")]
+    assert main(["run", str(path), *argv]) == 0
+    notes = [n for n in capsys.readouterr().err.splitlines() if n.startswith(DEFAULT_NOTE)]
+    assert len(notes) == 1 and all(f"server.{k} " in notes[0] for k in AT_DEFAULT), notes
+    assert _summary(tmp_path / "a") == _summary(tmp_path / "b")
+    assert not set(AT_DEFAULT) & set(yaml.safe_load((tmp_path / "b" / "scenario.yaml").read_text())["server"])
+
+
+@pytest.mark.parametrize(("key", "value", "default"), [
+    ("sampling_backend", "flashinfer", "null"),   # declared None; flashinfer is what a CUDA platform resolves it to
+    ("radix_eviction_policy", "lfu", "lru"),
+    ("ep_size", 2, "1"),
+    ("moe_runner_backend", "triton", "auto"),
+])
+def test_an_argument_at_another_value_is_still_refused_naming_sglangs_default(tmp_path, capsys, key, value, default):
+    assert main(["run", str(_scenario(tmp_path)), "-q", "--set", f"server.{key}={value}",
+                 "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"server.{key} = " in err[0] and "may change timing" in err[0], err
+    assert f"or give SGLang's default, {default}, the same server" in err[0]
+
+
+def test_the_defaults_table_is_the_one_unmodelled_arguments_compare_with():
+    """SGLang 0.5.23's declared defaults are one table (LAUNCH_ARGS, read from
+    arg_groups/fields/*.py): the unmodelled arguments' defaults are its values."""
+    from specsched.sim.sglang_launch_args import SGLANG_DEFAULTS, UNMODELLED, same_setting
+
+    assert set(SGLANG_DEFAULTS) == FIELDS
+    for key, u in UNMODELLED.items():
+        assert same_setting(u.default, SGLANG_DEFAULTS[key]), key
+    assert {k: SGLANG_DEFAULTS[k] for k in ("radix_eviction_policy", "ep_size", "moe_runner_backend",
+                                            "disable_custom_all_reduce", "enable_dp_lm_head", "sampling_backend")} \
+        == {"radix_eviction_policy": "lru", "ep_size": 1, "moe_runner_backend": "auto",
+            "disable_custom_all_reduce": False, "enable_dp_lm_head": False, "sampling_backend": None}
+
+
+def test_model_path_runs_left_out_as_an_argument_with_no_effect(tmp_path, capsys):
+    """model_path only names the weights, whose costs the profile holds: it was refused
+    ("the model is the profile's"); it runs, named in the inert note, as from-bench counts it."""
+    plain = _scenario(tmp_path, name="plain.yaml")
+    assert main(["run", str(plain), "-q", "--out", str(tmp_path / "a")]) == 0
+    path = _scenario(tmp_path, {"model_path": "meta-llama/Llama-3.2-1B-Instruct", "model": "x"})
+    capsys.readouterr()
+    assert main(["run", str(path), "-q", "--out", str(tmp_path / "b")]) == 0
+    notes = [n for n in capsys.readouterr().err.splitlines() if n.startswith(NOTE)]
+    assert len(notes) == 1 and "server.model_path" in notes[0] and "server.model" in notes[0], notes
+    assert _summary(tmp_path / "a") == _summary(tmp_path / "b")

@@ -83,7 +83,7 @@ def test_top_up_is_page_aligned():
 @pytest.mark.parametrize(("kw", "reserve"), [
     (dict(speculative_algorithm="dspark", speculative_num_draft_tokens=6), 12),
     (dict(speculative_algorithm="dflash", speculative_num_draft_tokens=16), 32),
-    (dict(speculative_algorithm="eagle", speculative_num_draft_tokens=4), 8),              # steps 3, topk 1
+    (dict(speculative_algorithm="eagle", speculative_num_draft_tokens=4, speculative_num_steps=3), 8),  # topk 1
     (dict(speculative_algorithm="eagle", speculative_num_draft_tokens=8, speculative_num_steps=3,
           speculative_eagle_topk=4), 24),                                                   # 2 x max(12, 8)
     (dict(speculative_algorithm="eagle", speculative_num_draft_tokens=8, speculative_num_steps=3,

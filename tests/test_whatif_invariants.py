@@ -159,6 +159,8 @@ def test_w5_runs_conserve_tokens_and_time(scenario_file, s, knobs, alg, seed):
     if alg != "none":
         ov.update({"server.speculative_algorithm": alg, "server.speculative_num_draft_tokens": 3,
                    "acceptance": {"mean_accept_length": 2.0}})
+        if alg == "eagle":   # a chain states its steps (SGLang refuses the window alone)
+            ov["server.speculative_num_steps"] = 2
     r, sc = _run(scenario_file, s, seed, **ov)
     sm, st_, rq = r.summary, r.steps, r.requests
     assert int(sm["completed"]) == sc.workload.num_requests
