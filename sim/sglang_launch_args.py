@@ -851,7 +851,7 @@ def at_default(name: str, value: Any) -> bool:
     :data:`UNMODELLED` one (its own rule) nor one of :data:`SPELLINGS` (read as server keys)."""
     field = ALIASES.get(name, name)
     return (field in SGLANG_DEFAULTS and name not in INERT_ARGS and unmodelled(name) is None
-            and name not in SPELLINGS and field not in _server_keys() and same_setting(value, SGLANG_DEFAULTS[field]))
+            and name not in SPELLINGS and field not in _server_keys() and _is_declared_default(name, value))
 
 
 ANY_VALUE = object()
@@ -1059,8 +1059,10 @@ def accepted_note(values: Mapping[str, Any]) -> str | None:
             "tensor-parallel size), left out: " + ", ".join(named))
 
 
-def _spelled_at_default(name: str, value: Any) -> bool:
-    """Whether a name of :data:`SPELLINGS` is at SGLang's default (it then sets nothing new)."""
+def _is_declared_default(name: str, value: Any) -> bool:
+    """Whether ``value`` is ``name``'s SGLang 0.5.23 declared default (:data:`SGLANG_DEFAULTS`,
+    by :func:`same_setting`): for :func:`at_default`, and for a name of :data:`SPELLINGS`,
+    which then sets nothing new."""
     return same_setting(value, SGLANG_DEFAULTS[ALIASES.get(name, name)])
 
 
@@ -1069,7 +1071,7 @@ def default_note(values: Mapping[str, Any]) -> str | None:
     value, :func:`launch_args_in`) given at SGLang 0.5.23's default (:func:`at_default`, and a
     name of :data:`SPELLINGS` at its default); None when there are none."""
     named = [f"{k} {_yaml(v)}" for k, v in values.items()
-             if at_default(n := k.rsplit(".", 1)[-1], v) or (n in SPELLINGS and _spelled_at_default(n, v))]
+             if at_default(n := k.rsplit(".", 1)[-1], v) or (n in SPELLINGS and _is_declared_default(n, v))]
     if not named:
         return None
     return (f"note: SGLang launch arguments at SGLang {SGLANG_VERSION}'s default, which launches the same server "
@@ -1084,7 +1086,7 @@ def spelling_note(values: Mapping[str, Any]) -> str | None:
     named = []
     for k, v in values.items():
         n = k.rsplit(".", 1)[-1]
-        if n in SPELLINGS and SPELLINGS[n][1] and not _spelled_at_default(n, v):
+        if n in SPELLINGS and SPELLINGS[n][1] and not _is_declared_default(n, v):
             keys = ", ".join(f"{key}: {_yaml(x)}" for key, x in _spelled(n, v, {}).items())
             named.append(f"{k} {_yaml(v)} as {keys} ({SPELLINGS[n][1]})")
     if not named:
