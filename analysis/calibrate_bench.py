@@ -1589,10 +1589,12 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
                               "TP group, from TP0), not DP attention, which the fitted scenarios' server runs: "
                               "each replica's batch was priced as one rank of a lock-step group")
         _check_accept_len(decode, path, server)
-        print(f"warning: {path}: the log's server ran {ranks.nunique()} data-parallel replicas (--dp-size without DP "
-              "attention: each DP rank its own TP group, from TP0); each decode line is its replica's whole batch and "
-              "is timed so, while the runs are predicted as one server (independent replicas are not modelled)",
-              file=sys.stderr)
+        if server.dp_replicas != ranks.nunique():
+            # the runs are predicted with the scenarios' replicas (sim/dp_replicas.py)
+            print(f"warning: {path}: the log's server ran {ranks.nunique()} data-parallel replicas (--dp-size without "
+                  "DP attention: each DP rank its own TP group, from TP0); each decode line is its replica's whole "
+                  f"batch and is timed so, while the runs are predicted with {server.dp_replicas} (server.dp_size "
+                  f"{server.dp_size}): give --scenario-template with dp_size {ranks.nunique()}", file=sys.stderr)
         _say_shared_prefix_contexts(log, path)
         return
     if len(ranks) and ranks.nunique() > 1 and dp == 1:

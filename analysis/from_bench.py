@@ -1259,16 +1259,8 @@ def _setup_notes(run: BenchRun, profile: str, notes: list[str]) -> None:
         notes.append(f"{SETUP_MISMATCH}profile {profile} prices tp_size {hw.tp_size}, but the line's server ran "
                      f"tp_size {tp}: the prediction is for the profile's setup (a profile for it: specsched "
                      f"profile --analytic --tp {tp} ...)")
-    dp = info.get("dp_size")
-    if isinstance(dp, int) and not isinstance(dp, bool) and dp > 1 and not dp_attention:
-        # SGLang's data_parallel_controller.py launches dp_size whole servers (each a TP group
-        # numbered from 0) and routes each request to one (load_balance_method); the model is one
-        rate = run.args.get("request_rate")
-        split = (f" (round-robin to {dp}: --set workload.request_rate={rate / dp:g} for one of them)"
-                 if isinstance(rate, float) and math.isfinite(rate) and rate > 0 else "")
-        notes.append(f"{SETUP_MISMATCH}the line's server ran dp_size {dp}: {dp} data-parallel replicas, each a "
-                     f"whole server of tp_size {tp if isinstance(tp, int) else '?'} GPUs sharing the requests; the "
-                     f"scenario is one server sent every request{split}")
+    # a dp_size without DP attention is replicas, each of tp_size GPUs: the scenario keeps it
+    # and the run simulates them (sim/dp_replicas.py)
     model = (prof.analytic or {}).get("model")
     kv_line = LINE_KV_BYTES.get(str(info.get("kv_cache_dtype")).lower())
     kv_prof = model.get("kv_cache_bytes") if isinstance(model, dict) else None

@@ -418,7 +418,7 @@ def plot_timeline(run: Any, t_range: tuple[float, float] | None = None) -> Figur
                              gridspec_kw={"height_ratios": [2, 2, 1.2]})
     a1, a2, a3 = axes
     # a disaggregated run's tables are its decode servers' (docs/disaggregation.md), each its
-    # own pass sequence and forward stream: one line per server (decode_server, where several)
+    # own pass sequence and forward stream: one line per server (decode_server or dp_rank, where several)
     servers = _per_server(ts)
     for i, (name, rows) in enumerate(servers):
         ls = LINESTYLES[i % len(LINESTYLES)]
@@ -470,7 +470,8 @@ def plot_timeline(run: Any, t_range: tuple[float, float] | None = None) -> Figur
               for _, rows in _per_server(steps)
               if len(rows) and (span := float(rows["gpu_end_s"].max() - rows["gpu_start_s"].min())) > 0]
     pd_run = scenario_value(run, "server.disaggregation") is not None
-    whose = (f" (mean over {len(shares)} decode servers)" if len(shares) > 1
+    kind = SERVER_COLUMNS.get(_server_column(steps) or "decode_server", "decode server").replace("DP rank", "replica")
+    whose = (f" (mean over {len(shares)} {kind}s)" if len(shares) > 1
              else " (the decode server's; prefill servers' forwards are not recorded)" if pd_run else "")
     a3.set_title(f"GPU busy {np.mean(shares):.1%} of the span of the forwards{whose}; host blocked {hb.sum():.3g} s in all"
                  if shares else "GPU activity")
@@ -484,13 +485,24 @@ def plot_timeline(run: Any, t_range: tuple[float, float] | None = None) -> Figur
     return fig
 
 
+SERVER_COLUMNS = {"decode_server": "decode server", "dp_rank": "DP rank"}
+"""Columns naming the server that wrote each steps/timeseries row, where several did
+(sim/records.py ``Recorder._grouped_by_writer``): a disaggregated deployment's decode server,
+a data-parallel replica (sim/dp_replicas.py); and how a legend names one."""
+
+
+def _server_column(table: pd.DataFrame) -> str | None:
+    return next((c for c in SERVER_COLUMNS if c in table), None)
+
+
 def _per_server(table: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """``table`` (steps or timeseries) split by its ``decode_server`` column, as (label suffix
-    ' (decode server i)', rows); the whole table with no suffix where it has no such column
-    (one server wrote it: sim/records.py ``Recorder._grouped_by_writer``)."""
-    if "decode_server" not in table:
+    """``table`` (steps or timeseries) split by its server column (:data:`SERVER_COLUMNS`), as
+    (label suffix ' (decode server i)' or ' (DP rank i)', rows); the whole table with no
+    suffix where it has no such column (one server wrote it)."""
+    col = _server_column(table)
+    if col is None:
         return [("", table)]
-    return [(f" (decode server {int(k)})", rows) for k, rows in table.groupby("decode_server", sort=True)]
+    return [(f" ({SERVER_COLUMNS[col]} {int(k)})", rows) for k, rows in table.groupby(col, sort=True)]
 
 
 # ---------------------------------------------------------------- verify cycle split
@@ -512,9 +524,9 @@ def verify_cycles(steps: pd.DataFrame) -> pd.DataFrame:
     (the result the host waited for) and counted in the cycles it overlaps. The run's last
     cycles, whose wait no later launch records, are dropped.
 
-    A table of several decode servers (its ``decode_server`` column) is split by server
-    first: each is its own forward stream, so a cycle never runs from one server's verify to
-    another's.
+    A table of several servers (its ``decode_server`` or ``dp_rank`` column) is split by
+    server first: each is its own forward stream, so a cycle never runs from one server's
+    verify to another's.
 
     Args:
         steps: a ``steps`` table.
@@ -525,9 +537,9 @@ def verify_cycles(steps: pd.DataFrame) -> pd.DataFrame:
     cols = ["batch_size", "wall_s", "gpu_s", "stall_s", "host_blocked_s"]
     if steps.empty:
         return pd.DataFrame(columns=cols)
-    if "decode_server" in steps:
-        return pd.concat([verify_cycles(rows.drop(columns="decode_server")) for _, rows in _per_server(steps)],
-                         ignore_index=True)
+    col = _server_column(steps)
+    if col is not None:
+        return pd.concat([verify_cycles(rows.drop(columns=col)) for _, rows in _per_server(steps)], ignore_index=True)
     s = steps.sort_values("gpu_start_s", kind="stable").reset_index(drop=True)
     mode = s["mode"].astype(str)
     is_v = mode.eq("verify")

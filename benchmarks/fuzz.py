@@ -3,7 +3,7 @@ invariants and for non-finite figures.
 
     python benchmarks/fuzz.py --minutes 30            # nice it on a shared machine
     python benchmarks/fuzz.py --minutes 1 --seed 7 --out fuzz-report.json
-    python benchmarks/fuzz.py --cases 400 --kinds pd,dp # deployments: disaggregated, DP attention
+    python benchmarks/fuzz.py --cases 400 --kinds pd,dp,replicas  # deployments: disaggregated, DP attention, replicas
     python benchmarks/fuzz.py --cases 400 --kinds client  # no ignore_eos, priorities, intervals, multi-turn
 
 The scenarios come from hypothesis strategies (:func:`cases`) built to reach the corners a
@@ -13,7 +13,8 @@ admission-delay policy, waiting-queue order, speculative algorithm and sync mode
 batches above ``cuda_graph_max_bs``, ``request_rate: .inf``, and random profiles (random
 positive grids, zero host costs, a draft-step grid for chain drafters). The same
 strategies drive tests/test_fuzz.py. ``--kinds`` picks what is drawn (:data:`KINDS`): ``plain``
-one server, ``dp`` one DP-attention server (2-4 ranks, :func:`dp_cases`), ``pd`` a
+one server, ``dp`` one DP-attention server (2-4 ranks, :func:`dp_cases`), ``replicas`` 2-4
+data-parallel replicas of one server (:func:`replica_cases`), ``pd`` a
 prefill-decode deployment (1-3 servers per role, either role maybe with DP attention,
 num_reserved_decode_tokens 0 to 512, tight decode pools, a KV transfer: :func:`pd_cases`),
 ``client`` one server with what the others leave at its default (requests without ignore_eos,
@@ -55,6 +56,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from specsched.sim.config import AdmissionDelay, Scenario, ServerArgs, SpecAlgorithm, SyncMode
 from specsched.sim.disaggregation import PDEngine
+from specsched.sim.dp_replicas import ReplicaEngine
 from specsched.sim.engine import SimEngine
 from specsched.sim.errors import ConfigError
 from specsched.sim.limits import check_fits
@@ -221,7 +223,7 @@ def cases(draw: Any, hostile_profiles: bool = False, swa: bool = False) -> tuple
 
 
 
-KINDS = ("plain", "pd", "dp", "client")
+KINDS = ("plain", "pd", "dp", "replicas", "client")
 """What :func:`kind_cases` draws: ``plain`` one colocated server (:func:`cases`), ``dp`` one
 DP-attention server (:func:`dp_cases`), ``pd`` a prefill-decode deployment (:func:`pd_cases`),
 ``client`` one server with the client and scheduler features the others leave at their
@@ -250,6 +252,17 @@ def dp_cases(draw: Any, hostile_profiles: bool = False) -> tuple[dict[str, Any],
     scenario, profile, slow = draw(cases(hostile_profiles))
     scenario["server"].update(_dp_server(draw, scenario["server"]))
     profile["gpu"]["dp_attention_sync_s"] = draw(st.sampled_from([0.0, 1e-5, 1e-3]))
+    return scenario, profile, slow
+
+
+@st.composite
+def replica_cases(draw: Any, hostile_profiles: bool = False) -> tuple[dict[str, Any], dict[str, Any], bool]:
+    """A :func:`cases` case on 2-4 data-parallel replicas of its server (sim/dp_replicas.py:
+    ``dp_size`` without DP attention; SGLang refuses replicas of a DP-attention server)."""
+    scenario, profile, slow = draw(cases(hostile_profiles))
+    srv = scenario["server"]
+    srv["dp_size"] = draw(st.sampled_from([2, 2, 3, 4]))
+    srv["enable_dp_attention"] = False
     return scenario, profile, slow
 
 
@@ -346,7 +359,8 @@ def kind_cases(kinds: tuple[str, ...] = ("plain",), hostile_profiles: bool = Fal
                swa: bool = False) -> st.SearchStrategy:
     """Cases of the ``kinds`` (names in :data:`KINDS`), each kind drawn equally often."""
     made = {"plain": lambda: cases(hostile_profiles, swa), "pd": lambda: pd_cases(hostile_profiles),
-            "dp": lambda: dp_cases(hostile_profiles), "client": lambda: client_cases(hostile_profiles)}
+            "dp": lambda: dp_cases(hostile_profiles), "replicas": lambda: replica_cases(hostile_profiles),
+            "client": lambda: client_cases(hostile_profiles)}
     return st.one_of(*[made[k]() for k in kinds])
 
 
@@ -362,10 +376,14 @@ def _finite_or_undefined(summary: dict[str, Any]) -> list[str]:
 
 def schedulers(eng: SimEngine) -> list[tuple[str, str, Scheduler]]:
     """Every scheduler of a run, as (label, role, scheduler): the one server's, each DP rank
-    of a DP-attention server, each server (and rank) of a disaggregated deployment. ``role``
+    of a DP-attention server, each replica, each server (and rank) of a disaggregated deployment. ``role``
     is ``plain``, ``prefill`` or ``decode``; labels read like ``decode 1 rank 0``."""
-    servers = ([(s.role, f"{s.role} {s.index}", s.sched) for s in eng.prefill + eng.decode]
-               if isinstance(eng, PDEngine) else [("plain", "server", eng.sched)])
+    if isinstance(eng, PDEngine):
+        servers = [(s.role, f"{s.role} {s.index}", s.sched) for s in eng.prefill + eng.decode]
+    elif isinstance(eng, ReplicaEngine):
+        servers = [("plain", f"replica {r.index}", r.sched) for r in eng.replicas]
+    else:
+        servers = [("plain", "server", eng.sched)]
     out = []
     for role, label, sched in servers:
         ranks = getattr(sched, "ranks", [sched])
@@ -457,7 +475,7 @@ def check_run(sc: Scenario, eng: SimEngine, res: Any) -> list[str]:
     if len(ts):
         # a time-series row is one recording server's state (the decode servers' in a
         # deployment): its running and KV summed over its ranks
-        rec = eng.decode if isinstance(eng, PDEngine) else [eng]
+        rec = eng.decode if isinstance(eng, PDEngine) else eng.replicas if isinstance(eng, ReplicaEngine) else [eng]
         per = [getattr(s.sched, "ranks", [s.sched]) for s in rec]
         mrr = max(sum(r.server.max_running_requests for r in ranks) for ranks in per)
         cap = max(sum(r.kv.capacity for r in ranks) for ranks in per)
@@ -479,9 +497,11 @@ def check_run(sc: Scenario, eng: SimEngine, res: Any) -> list[str]:
         need(np.cumsum(step[order]).max() <= cap, f"CLIENT-CAP in flight <= {cap}")
     if len(steps):
         # one forward stream writes the steps table unless several decode servers share it
+        # (each replica its own stream: the steps table's dp_rank column)
         if not isinstance(eng, PDEngine) or len(eng.decode) == 1:
-            s = steps.sort_values("gpu_start_s")
-            need((s["gpu_start_s"].to_numpy()[1:] >= s["gpu_end_s"].to_numpy()[:-1] - 1e-12).all(), "GPU-SERIAL")
+            for _, s in (steps.groupby("dp_rank") if "dp_rank" in steps else [(0, steps)]):
+                s = s.sort_values("gpu_start_s")
+                need((s["gpu_start_s"].to_numpy()[1:] >= s["gpu_end_s"].to_numpy()[:-1] - 1e-12).all(), "GPU-SERIAL")
         ver = steps[(steps["mode"] == "verify") & (steps["decoding_reqs"] > 0)]
         if sc.server.speculative_algorithm.enabled and len(ver):
             per_req = ver["accepted_tokens"] / ver["decoding_reqs"]

@@ -261,7 +261,7 @@ the KV pool holds less."""
 def check_runnable(scenario: Scenario) -> None:
     """Refuse, in one line and before any model is built, a scenario whose features the
     runtime does not run (docs/runtime.md "Simulated only"): prefill-decode disaggregation,
-    DP attention over more than one rank (one device runs one rank), and a
+    DP attention over more than one rank (one device runs one rank), data-parallel replicas, and a
     request that can never fit the KV pool (:func:`sim.limits.check_pool`) or is longer than
     the server's context length (:func:`sim.limits.check_context`: ``server.context_length``,
     else the scenario's profile's ``hardware.context_len``), both what ``specsched run``
@@ -281,6 +281,11 @@ def check_runnable(scenario: Scenario) -> None:
         raise ConfigError(file, "server.dp_size", srv.dp_size,
                           "DP attention over more than one rank is simulated only: the runtime runs one rank on one "
                           "device; measure with dp_size: 1, or predict with specsched run")
+    if srv.dp_replicas > 1:
+        raise ConfigError(file, "server.dp_size", srv.dp_size,
+                          "data-parallel replicas are simulated only: the runtime runs one server on one device; "
+                          "measure one replica with dp_size: 1 (and 1/dp_size of the request rate), or predict with "
+                          "specsched run")
     check_pool(scenario)
     check_context(scenario)   # a request past the server's context length, as `specsched run` refuses it
     need = 1 + 4 * srv.spec_window   # a 1-token warm-up prompt and its verify windows (_warm_requests)

@@ -197,9 +197,10 @@ class Scenario(BaseModel):
             servers += [(f"server.disaggregation.{r}.server", self.server.role_server(r)) for r in ("prefill", "decode")]
         if mt is not None and mt.dp_ranks > 1:
             for where, srv in servers:
-                if srv.attn_dp_size > 1:
+                if srv.dp_size > 1:
+                    kind = "DP attention" if srv.enable_dp_attention else "data-parallel replicas"
                     raise FieldError("workload.multi_turn.dp_ranks", mt.dp_ranks,
-                                     f"stands for DP ranks a run does not simulate; {where} runs DP attention "
+                                     f"stands for DP ranks a run does not simulate; {where} runs {kind} "
                                      f"(dp_size {srv.dp_size}), whose ranks and round-robin dispatch are simulated: "
                                      "leave dp_ranks at 1")
         return self

@@ -55,45 +55,25 @@ import numpy as np
 from specsched.sim import seed_streams
 from specsched.sim.config import Scenario, ServerArgs
 from specsched.sim.defaults import attention_tp_kv_scale, hardware_of
-from specsched.sim.disagg_records import StreamRecorder, deployment_step_summary
+from specsched.sim.disagg_records import deployment_step_summary
 from specsched.sim.engine import SimEngine
 from specsched.sim.errors import ConfigError
+from specsched.sim.member_server import MemberServer
 from specsched.sim.ops import Launch
 from specsched.sim.profile import Profile
-from specsched.sim.records import Recorder
 from specsched.sim.request import Req
 from specsched.sim.tables import column
 
 
-class _Server(SimEngine):
-    """One server of the deployment: its scheduler (in its mode), its host and forward stream.
-    The clock, clients, finish events and (decode side) the records are the deployment's."""
+class _Server(MemberServer):
+    """One server of the deployment in its role (:class:`sim.member_server.MemberServer`):
+    decode servers write the deployment's records, a prefill server its own steps."""
 
     def __init__(self, deploy: PDEngine, server: ServerArgs, role: str, index: int) -> None:
-        # no SimEngine.__init__: the workload, clients and clock are the deployment's
-        self.deploy = deploy
-        self.role, self.index = role, index
-        self.scenario, self.seed, self.profile = deploy.scenario, deploy.seed, deploy.profile
-        self.acceptance = deploy.acceptance
-        self.env = deploy.env
-        # decode servers write the deployment's records, a prefill server its own steps; each
-        # also sums its own stream's launches (sim/disagg_records.py)
-        # (a decode server's rows come grouped by server in the tables: Recorder.write_as)
-        self.rec = (StreamRecorder(deploy.rec, writer=index + 1) if role == "decode"
-                    else StreamRecorder(Recorder(deploy.rec.level)))
-        self._finish_events = deploy._finish_events
-        self.all_done = deploy.all_done
-        self._finish_reacts = deploy._finish_reacts
-        self._init_host(server, deploy.device_tokens, deploy.fast_forward_asked)
+        self.role = role
+        super().__init__(deploy, server, index, deploy.device_tokens, deploy.fast_forward_asked,
+                         writes_rows=role == "decode")
         self._final_chunk: dict[int, tuple[int, int]] = {}   # prefill: rid -> (rank, tokens)
-
-    @property
-    def _remaining(self) -> int:  # requests the deployment still owes its clients
-        return self.deploy._remaining
-
-    @_remaining.setter
-    def _remaining(self, n: int) -> None:
-        self.deploy._remaining = n
 
     def rank_of(self, rid: int) -> int:
         """The DP rank holding ``rid`` on this server (0 without DP attention)."""

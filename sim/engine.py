@@ -139,12 +139,22 @@ class SimEngine(Clients, EngineStretch):
             :mod:`sim.records`.
     """
 
+    shares_clock = False
+    """Whether other hosts run on this engine's clock (a deployment's servers:
+    :class:`sim.member_server.MemberServer`); a lone server with open arrivals is SimPy's
+    only process and moves its clock without it (:meth:`_host`)."""
+
     def __new__(cls, scenario: Scenario, *args: Any, **kwargs: Any) -> SimEngine:
-        # a prefill-decode disaggregated scenario runs as a deployment of servers
+        # a prefill-decode disaggregated scenario, or data-parallel replicas, run as a
+        # deployment of servers
         if cls is SimEngine and scenario.server.disaggregation is not None:
             from specsched.sim.disaggregation import PDEngine
 
             return super().__new__(PDEngine)
+        if cls is SimEngine and scenario.server.dp_replicas > 1:
+            from specsched.sim.dp_replicas import ReplicaEngine
+
+            return super().__new__(ReplicaEngine)
         return super().__new__(cls)
 
     def __init__(self, scenario: Scenario, profile: Profile | None = None, seed: int | None = None,
@@ -397,7 +407,7 @@ class SimEngine(Clients, EngineStretch):
         # open arrivals: the host is SimPy's only process, so nothing is due before the run
         # ends (peek() is inf) and the host clock always just moves; off once all_done fires
         # (peek() on an empty queue raises and catches an IndexError: ~1 us a call)
-        solo = self._solo = bool(self._arrive_at)
+        solo = self._solo = bool(self._arrive_at) and not self.shares_clock
         idle_spins = 0
         last_t = -1.0
         op = next(loop)
@@ -496,10 +506,12 @@ class SimEngine(Clients, EngineStretch):
                 if self._remaining == 0:
                     return
                 if self._arrive_at:
-                    # open arrivals: nothing else happens in SimPy (no client process), so
-                    # the host sleeps until the next one
+                    # open arrivals: nothing else reaches this host (no client process), so
+                    # it sleeps until the next one
                     if not self.inbox:
                         if self._next_arrival == math.inf:
+                            if self.shares_clock:
+                                return   # the deployment's other servers finish the run
                             raise Stalled(f"no work at t={self._t:.6f}s with {self._remaining} requests left")
                         self._t = max(self._t, self._next_arrival)
                         self._take_arrivals()
@@ -521,8 +533,9 @@ class SimEngine(Clients, EngineStretch):
                 raise Stalled(f"no progress at t={self._t:.6f}s with {self._remaining} requests left")
             self._t = max(self._t, self._next_arrival)
             return
-        while not self.inbox:
-            nxt = self.env.peek()
+        while not self.inbox and self._next_arrival > self._t:
+            # what others send, or (a deployment's server with open arrivals) its next one
+            nxt = min(self.env.peek(), self._next_arrival)
             if nxt == math.inf:
                 raise Stalled(f"no progress at t={self._t:.6f}s with {self._remaining} requests left")
             if nxt > self._t:
@@ -601,8 +614,13 @@ class SimEngine(Clients, EngineStretch):
         s = self.sched
         return f" (waiting {len(s.waiting)}, running {len(s.running)})"
 
-    def _run(self) -> RunResult:
-        self._start_clients()
+    def _run_clock(self) -> None:
+        """Run this engine's clock (its host, and what its clients started) until every
+        request it owes has finished.
+
+        Raises:
+            Stalled: requests are unfinished and nothing is left to run.
+        """
         self.env.process(self._host())
         try:
             self.env.run(until=self.all_done)
@@ -613,6 +631,10 @@ class SimEngine(Clients, EngineStretch):
                 raise
             raise Stalled(f"nothing left to run at t={self.env.now:.6f}s with {self._remaining} "
                           f"requests left{self._stall_detail()}") from None
+
+    def _run(self) -> RunResult:
+        self._start_clients()
+        self._run_clock()
         spec = self.server.spec_window > 1
         extra = {
             rid: (self.acceptance.request_mean(rid) if spec else 1.0, r.spec_cycles, r.retractions, r.preemptions)

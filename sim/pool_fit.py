@@ -68,7 +68,7 @@ def never_fit_rows(srv, ins: np.ndarray, outs: np.ndarray, ignore_eos: bool = Tr
         # the tokens allocated and the window, plus a page)
         eos_path = ignore_eos and srv.disable_radix_cache
         c = srv.chunked_prefill_size
-        chunk = None if c <= 0 else c // srv.dp_size
+        chunk = None if c <= 0 else c // srv.attn_dp_size
         extend = ins if eos_path else paged
         allocated = extend if chunk is None else np.minimum(extend, chunk)
         left = np.flatnonzero(~bad & (np.maximum(allocated, srv.sliding_window_size) + page >= srv.swa_max_total_num_tokens))
@@ -191,7 +191,7 @@ def lone_swa_top_up(srv, i: int, o: int) -> tuple[int, int]:
                   swa_interval=srv.swa_eviction_interval, prefix_sharing=cache,
                   swa_by_forward=srv.rules.swa_eviction_cadence == "forward_interval", paged=True)
     c = srv.chunked_prefill_size
-    chunk = i if c <= 0 else max(1, c // srv.dp_size)
+    chunk = i if c <= 0 else max(1, c // srv.attn_dp_size)
     overlap = max(c, 0) if srv.enable_overlap_schedule else None
     r = Req(0, i, int(o))
     forward = 0
@@ -334,7 +334,7 @@ def _check_swa_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool
     if not swa:
         return
     page, window, c = srv.page_size, srv.sliding_window_size, srv.chunked_prefill_size
-    chunk = None if c <= 0 else c // srv.dp_size
+    chunk = None if c <= 0 else c // srv.attn_dp_size
     eos_path = ignore_eos and srv.disable_radix_cache
     extend, new = (i if eos_path else ceil_page(i, page)), min(o, CLIP_MAX_NEW_TOKENS)
     if not swa_never_admitted(extend, new, chunk, window, page, swa, ignore_eos_path=eos_path):
@@ -380,7 +380,7 @@ def lone_chunk_parked(srv, i: int, o: int, swa: int | None = None, ignore_eos: b
     from specsched.sim.prefill_adder import PrefillAdder
 
     page, window = srv.page_size, srv.sliding_window_size or 0
-    chunk = max(1, c // srv.dp_size)
+    chunk = max(1, c // srv.attn_dp_size)
     kv = KVLedger(1 << 62, srv.spec_kv_reserve, page, swa_capacity=swa, window=window,
                   swa_interval=srv.swa_eviction_interval, prefix_sharing=False,
                   swa_by_forward=srv.rules.swa_eviction_cadence == "forward_interval", paged=True)

@@ -121,6 +121,9 @@ class Recorder:
         # change of writer (:meth:`write_as`); the tables group the rows by writer
         self._writer = 0
         self._writer_starts: list[tuple[int, int, int, int]] = []
+        # the column naming each row's writer (:meth:`_grouped_by_writer`): a disaggregated
+        # deployment's decode server, or a data-parallel replica's rank (sim/dp_replicas.py)
+        self.writer_column = "decode_server"
         # compact: exact statistics instead of rows
         self.itl = ItlSamples()
         self.step_totals = StepTotals()
@@ -595,13 +598,14 @@ class Recorder:
 
     def _grouped_by_writer(self, which: int, table: Columns) -> Columns:
         """``table`` (1 steps, 2 timeseries) with its rows grouped by writer (:meth:`_by_writer`)
-        and a ``decode_server`` column where several wrote them: the deployment's decode server
-        that wrote each row, from 0 (writer i + 1, :class:`sim.disagg_records.StreamRecorder`;
-        -1 for rows the deployment wrote itself). Each server is its own forward stream and
-        pass sequence, so a reader needs the column to split them (one timeline per server);
-        unchanged where one writer wrote them all."""
+        and a :attr:`writer_column` where several wrote them (``decode_server``: the
+        deployment's decode server that wrote each row; ``dp_rank``: the data-parallel replica),
+        from 0 (writer i + 1, :class:`sim.disagg_records.StreamRecorder`; -1 for rows the
+        deployment wrote itself). Each server is its own forward stream and pass sequence, so
+        a reader needs the column to split them (one timeline per server); unchanged where one
+        writer wrote them all."""
         of_row = self._writer_of_rows(which, len(table))
         if of_row is None:
             return table
         order = np.argsort(of_row, kind="stable")
-        return Columns({**{k: c[order] for k, c in table.data.items()}, "decode_server": of_row[order] - 1})
+        return Columns({**{k: c[order] for k, c in table.data.items()}, self.writer_column: of_row[order] - 1})

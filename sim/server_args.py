@@ -266,7 +266,7 @@ class ServerArgs(BaseModel):
     swa_full_tokens_ratio: float = Field(0.8, gt=0, le=1, description="SWA pool tokens / full pool tokens (SGLang --swa-full-tokens-ratio, in (0, 1]); the SWA pool is int(max_total_num_tokens x ratio), page-aligned. Read only with sliding_window_size.")
     swa_eviction_interval: int = Field(128, ge=1, description="A request's SWA tokens behind the window are freed once this many have slid out (SGLang SGLANG_SWA_EVICTION_INTERVAL). Read only with sliding_window_size.")
     enable_dp_attention: bool = Field(False, description="Data-parallel attention (SGLang --enable-dp-attention): dp_size ranks, each its own scheduler, waiting queue, running batch and KV pool, run their forwards in lock-step (sim/dp_attention.py, docs/dp-attention.md). max_total_num_tokens is per rank; chunked_prefill_size and max_running_requests are the server's and divided by dp_size as SGLang does.")
-    dp_size: int = Field(1, ge=1, le=1024, description="Data-parallel ranks (SGLang --dp-size); > 1 needs enable_dp_attention (independent replicas are not modelled). Requests go to the ranks round-robin (data_parallel_controller.py round_robin_scheduler).")
+    dp_size: int = Field(1, ge=1, le=1024, description="Data-parallel size (SGLang --dp-size). Without enable_dp_attention: that many independent replicas of this server, each a whole server of the profile's GPUs with its own queue, batch, KV pool and forward stream (sim/dp_replicas.py, docs/dp-replicas.md). With it: lock-step DP-attention ranks (sim/dp_attention.py). Requests go to them round-robin in arrival order (data_parallel_controller.py round_robin_scheduler).")
     dp_spec_prefill_coordination: bool = Field(False, description="DP attention with speculative decoding (SGLang SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION): False (0.5.23's default), a prefill on any rank makes every rank without one run an idle batch instead of its decode; True, each rank runs its own prefill or decode in the same forward (refused with dflash, as SGLang refuses it).")
     disaggregation: Disaggregation | None = Field(None, description="Prefill-decode disaggregation (SGLang --disaggregation-mode prefill / decode behind a router): the layout of prefill and decode servers, each role's server overrides (sim/disagg_config.py, docs/disaggregation.md). None: one colocated server.")
     disaggregation_mode: Literal["null", "prefill", "decode"] = Field("null", description="This server's role (SGLang --disaggregation-mode); set per role by server.disaggregation, not by hand.")
@@ -566,9 +566,11 @@ class ServerArgs(BaseModel):
                              "shortest-prefill-first requires prefix caching, as SGLang refuses it with "
                              "server.disable_radix_cache: true; turn the cache on or pick another order "
                              "(fcfs, lof, random; lpm, dfs-weight and hrrn run as fcfs without the cache)")
-        if self.dp_size > 1 and not self.enable_dp_attention:
-            raise FieldError("server.dp_size", self.dp_size, "independent data-parallel replicas are not modelled: "
-                             "set server.enable_dp_attention: true (lock-step DP attention) or dp_size: 1")
+        if self.dp_replicas > 1 and (self.disaggregation is not None or self.disaggregation_mode != "null"):
+            raise FieldError("server.dp_size", self.dp_size,
+                             "data-parallel replicas of a disaggregated server are not modelled: give each role's "
+                             "server count as server.disaggregation.<role>.instances (or set "
+                             "enable_dp_attention: true for DP attention)")
         if (self.dp_spec_prefill_coordination and self.attn_dp_size > 1
                 and self.speculative_algorithm is SpecAlgorithm.dflash):
             # sglang 0.5.23 arg_groups/speculative_hook.py _handle_dflash stops at start: "DFLASH
@@ -787,6 +789,12 @@ class ServerArgs(BaseModel):
         """DP attention ranks: ``dp_size`` with ``enable_dp_attention``, else 1 (SGLang's
         ``attn_dp_size``, arg_groups/memory_hook.py ``reserve_for_graph_mb``)."""
         return self.dp_size if self.enable_dp_attention else 1
+
+    @property
+    def dp_replicas(self) -> int:
+        """Data-parallel replicas: ``dp_size`` without ``enable_dp_attention`` (each a whole
+        server behind SGLang's DP controller: sim/dp_replicas.py), else 1."""
+        return 1 if self.enable_dp_attention else self.dp_size
 
     @property
     def spec_window(self) -> int:

@@ -1135,7 +1135,8 @@ def test_a_log_of_data_parallel_replicas_is_not_read_as_dp_attention(tmp_path, c
     whose first rank logs 'DP<d> TP0' ('DP<d>' at TP 1: data_parallel_controller.py
     launch_tensor_parallel_group counts each replica's TP ranks from 0); DP attention's ranks
     are one TP group ('DP1 TP2'). A replica's line is its whole server's batch, so it is priced
-    as one, with a warning that the runs are predicted as one server; the log was refused as a
+    as one, with a warning when the runs are predicted with another number of replicas (none
+    when the scenarios' server has them: sim/dp_replicas.py); the log was refused as a
     DP-attention one, with advice to model lock-step DP attention. Under a DP-attention server
     the replicas' lines are refused (each would be priced as one rank of a lock-step group)."""
     from specsched.analysis.calibrate_bench import check_log_matches
@@ -1149,7 +1150,9 @@ def test_a_log_of_data_parallel_replicas_is_not_read_as_dp_attention(tmp_path, c
     log = parse_server_log(p)
     check_log_matches(log, str(p), ServerArgs())
     err = capsys.readouterr().err
-    assert "2 data-parallel replicas" in err and "one server" in err
+    assert "2 data-parallel replicas" in err and "predicted with 1" in err and "dp_size 2" in err
+    check_log_matches(log, str(p), ServerArgs(dp_size=2))
+    assert "replicas" not in capsys.readouterr().err
     with pytest.raises(ConfigError) as e:
         check_log_matches(log, str(p), ServerArgs(enable_dp_attention=True, dp_size=2))
     assert e.value.key == "rank" and "replicas" in e.value.allowed

@@ -621,20 +621,20 @@ def test_an_unset_max_running_requests_is_the_one_the_server_ran_with(width, per
 
 
 def test_a_cross_field_refusal_drops_only_the_key_it_names():
-    """/server_info of a plain data-parallel server (``--dp-size 2``, no DP attention: two
-    replicas behind SGLang's DP controller) holds ``dp_size`` 2, which the model refuses across
-    fields (a model validator, so pydantic gives no field location). from-bench dropped the
-    line's server arguments one by one from the first (max_running_requests, the pool, the
-    chunk, ...) until the refusal stopped: the scenario kept none of them. Only the key the
-    refusal names is left out."""
-    info = {**LINE["server_info"], "speculative_algorithm": None, "dp_size": 2, "enable_dp_attention": False,
-            "max_running_requests": 1024}
+    """A /server_info whose arguments the model refuses across fields (a model validator, so
+    pydantic gives no field location): schedule_policy shortest-prefill-first beside
+    disable_radix_cache, which SGLang refuses to start with. from-bench dropped the line's
+    server arguments one by one from the first (max_running_requests, the pool, the chunk,
+    ...) until the refusal stopped: the scenario kept none of them. Only the key the refusal
+    names is left out."""
+    info = {**LINE["server_info"], "speculative_algorithm": None, "schedule_policy": "shortest-prefill-first",
+            "disable_radix_cache": True, "max_running_requests": 1024}
     sc, _ = scenario_from_bench(parse_run({**LINE, "server_info": info}, "f:1"), "h200-1b")
     srv = sc["server"]
-    assert "dp_size" not in srv or srv["dp_size"] == 1
+    assert "schedule_policy" not in srv and srv["disable_radix_cache"] is True
     assert (srv["max_running_requests"], srv["chunked_prefill_size"], srv["max_total_num_tokens"]) == (1024, 2048, 100000)
     dropped = [a for a in sc["assumptions"] if "not usable by the model" in a]
-    assert len(dropped) == 1 and dropped[0].startswith("server_info dp_size = 2"), dropped
+    assert len(dropped) == 1 and dropped[0].startswith("server_info schedule_policy = 'shortest-prefill-first'"), dropped
 
 
 def test_a_stream_interval_is_the_scenarios_own():
@@ -1039,23 +1039,25 @@ def test_an_image_line_draws_its_outputs_from_its_random_length_arguments():
     assert sc["workload"]["output_len"] == {"kind": "fixed", "value": 40}
 
 
-@pytest.mark.parametrize(("info", "said"), [({"dp_size": 2, "load_balance_method": "round_robin"}, True),
-                                            ({"dp_size": 4, "enable_dp_attention": True}, False),
-                                            ({"dp_size": 1}, False)])
-def test_a_line_of_data_parallel_replicas_is_a_setup_mismatch(tmp_path, monkeypatch, capsys, info, said):
+@pytest.mark.parametrize(("info", "replicas"), [({"dp_size": 2, "load_balance_method": "round_robin"}, 2),
+                                                ({"dp_size": 4, "enable_dp_attention": True}, 1),
+                                                ({"dp_size": 1}, 1)])
+def test_a_line_of_data_parallel_replicas_gives_a_scenario_of_replicas(tmp_path, monkeypatch, capsys, info, replicas):
     """server_info dp_size 2 without DP attention (two whole SGLang servers behind the
-    data-parallel controller, each sent half the requests) was only an assumption line
-    ("not usable by the model: left out") while the scenario sent one server every request:
-    a prediction at twice the per-server load read as the model's error. It is a setup
-    mismatch, printed as a warning with the per-replica rate."""
+    data-parallel controller, each sent half the requests) was a setup-mismatch warning while
+    the scenario sent one server every request. Replicas are simulated now
+    (sim/dp_replicas.py): the scenario keeps dp_size, no warning, and its run has that many."""
     monkeypatch.chdir(tmp_path)
     p = _write(tmp_path, LINE | {"server_info": LINE["server_info"] | {"tp_size": 1} | info})
     assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "s.yaml"]) == 0
     cap = capsys.readouterr()
-    warned = [x for x in (cap.out + cap.err).splitlines() if x.startswith("warning:") and "dp_size" in x]
-    assert bool(warned) is said
-    if said:
-        assert "dp_size 2" in warned[0] and "workload.request_rate=10" in warned[0]
+    assert not [x for x in (cap.out + cap.err).splitlines() if x.startswith("warning:") and "dp_size" in x]
+    sc = load_scenario(tmp_path / "s.yaml")
+    assert (sc.server.dp_size, sc.server.dp_replicas) == (info["dp_size"], replicas)
+    sc = sc.model_copy(update={"workload": sc.workload.model_copy(update={"num_requests": 12})})
+    result = SimEngine(sc).run()
+    assert result.summary["completed"] == 12
+    assert result.summary.get("dp_replicas", 1) == replicas
 
 
 def test_a_full_server_info_names_the_set_keys_it_leaves_out_and_counts_the_rest(capsys):

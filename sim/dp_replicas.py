@@ -1,0 +1,198 @@
+"""Data-parallel replicas: ``dp_size`` whole servers behind SGLang's DP controller.
+
+What SGLang 0.5.23 does with ``--dp-size N`` and no attention DP (``attn_dp_size`` 1):
+
+1. **N whole servers.** ``DataParallelController.launch_dp_schedulers``
+   (managers/data_parallel_controller.py) launches one tensor-parallel group per DP rank
+   (``launch_tensor_parallel_group``, each from its own ``base_gpu_id``), every one a
+   ``Scheduler`` with the whole ``ServerArgs``: its own waiting queue, running batch, KV pool,
+   radix cache, CUDA graphs and forward stream. Nothing is divided by ``dp_size``
+   (``max_running_requests``, ``chunked_prefill_size`` and the pool are each replica's: the
+   divisions are by ``attn_dp_size``, 1 here: model_executor/pool_configurator.py), and no
+   forward waits for another replica's (no lock-step, unlike DP attention,
+   :mod:`sim.dp_attention`). So each replica is simulated as the scenario's server with the
+   scenario's profile (:class:`sim.member_server.MemberServer`), on the run's one clock.
+2. **Round-robin dispatch.** ``load_balance_method`` ``auto`` resolves to ``round_robin`` on a
+   server that is not a disaggregated prefill server (arg_groups/serving_hook.py
+   ``handle_load_balance_method``); ``round_robin_scheduler`` sends each tokenized request to
+   the next replica of a counter, in the order requests reach the controller (after the
+   tokenizer), blind to prefixes and load. A request the tokenizer rejects never reaches it
+   and takes no turn; one the scheduler rejects at its door (a trace row past the context)
+   does.
+3. **One client.** bench_serving's clients, their ``--max-concurrency`` semaphore and the
+   tokenizer FIFO are shared: a closed-loop client's next request goes wherever the counter
+   points, so replicas interact through the clients only.
+
+Results: requests and deliveries are the clients'; ``steps.parquet`` and
+``timeseries.parquet`` hold every replica's forwards and passes, grouped by replica, with a
+``dp_rank`` column (0-based, as SGLang's ``DP<d>`` log prefix); the step figures are per replica stream, pooled
+(:func:`sim.disagg_records.deployment_step_summary`: verify cycles/s and decode steps/s one
+replica's rate; ``gpu_busy_fraction`` the mean over replicas of each one's as a lone server
+defines it, over the span of its own forwards); ``kv_peak_tokens`` is the
+largest replica's peak; retractions, delayed passes and cache hits are summed;
+``dp_replicas`` says how many replicas ran.
+
+Not modelled: the load-aware methods (``total_requests``, ``total_tokens``, which read
+schedulers' load snapshots at most every 20 ms: ``refresh_load_budget``), refused at
+validation; replicas of a disaggregated server (each role's ``instances`` say that).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from specsched.sim.config import Scenario
+from specsched.sim.disagg_records import deployment_step_summary
+from specsched.sim.engine import SimEngine
+from specsched.sim.member_server import MemberServer
+from specsched.sim.profile import Profile
+from specsched.sim.request import Req
+from specsched.sim.tables import column
+
+
+class ReplicaEngine(SimEngine):
+    """A run of ``server.dp_size`` data-parallel replicas (module docstring):
+    ``SimEngine(scenario)`` builds one when ``server.dp_size > 1`` without
+    ``enable_dp_attention``. Same arguments and result tables as :class:`sim.engine.SimEngine`.
+    """
+
+    def __init__(self, scenario: Scenario, profile: Profile | None = None, seed: int | None = None,
+                 *, fast_forward: bool = True, records: str = "auto") -> None:
+        super().__init__(scenario, profile, seed, fast_forward=fast_forward, records=records)
+        self.rec.writer_column = "dp_rank"   # steps and timeseries rows say their replica
+        one = self.server.model_copy(update={"dp_size": 1})   # each replica: the whole server
+        self.replicas = [MemberServer(self, one, i, self.device, fast_forward)
+                         for i in range(self.server.dp_size)]
+        self._next_replica = 0   # round_robin_scheduler's counter
+        self._alone = False      # open arrivals: replicas run one after another (_host)
+        self._force_shared_clock = False   # tests: every replica on the run's clock even then
+        self.sched = _Replicas([r.sched for r in self.replicas])
+
+    # -------------------------------------------------------------- dispatch
+    def _arrive(self, req: Req) -> None:
+        """The DP controller sends ``req`` to the next replica (``round_robin_scheduler``)."""
+        replica = self.replicas[self._next_replica]
+        self._next_replica = (self._next_replica + 1) % len(self.replicas)
+        replica._arrive(req)
+
+    def _open_arrivals(self, times: np.ndarray) -> None:
+        """Open arrivals (no client waits for a reply): every arrival time, and so every
+        replica's share, is known now. Replica k gets the k-th, (k+N)-th, ... request to reach
+        the controller, and takes them when its own clock reaches them (no SimPy process per
+        request, as a lone server's host does)."""
+        super()._open_arrivals(times)
+        n = len(self.replicas)
+        for k, r in enumerate(self.replicas):
+            r._arrive_at, r._arrive_specs = self._arrive_at[k::n], self._arrive_specs[k::n]
+            r._next_arrival = r._arrive_at[0] if r._arrive_at else r._next_arrival
+        self._next_replica = len(self._arrive_at) % n
+        self._arrive_at, self._arrive_specs = [], []
+        if not self._force_shared_clock:
+            # no replica can affect another: each runs on a clock of its own (_host)
+            self._alone = True
+            for r in self.replicas:
+                r.own_clock(len(r._arrive_specs))
+
+    # -------------------------------------------------------------------- run
+    def _host(self):
+        """Every replica's host loop (the deployment itself has none): on the run's clock, or,
+        with open arrivals, one replica after another, each on a clock of its own
+        (:meth:`sim.member_server.MemberServer.own_clock`): then nothing one replica does
+        reaches another (its arrivals are fixed, no client waits for a reply), and each
+        collapses its decode stretches as a lone server does instead of cutting them at
+        every other replica's event; the results are the same (INV-DP-REPLICA-ALONE,
+        tests/test_dp_replicas.py)."""
+        if self._alone:
+            for r in self.replicas:
+                if r._remaining:
+                    r._run_clock()
+            self._remaining = 0
+            self.all_done.succeed()
+        else:
+            for r in self.replicas:
+                self.env.process(r._host())
+        yield self.env.timeout(0)
+
+    @property
+    def requests_left(self) -> int:
+        """Requests not finished yet, over every replica (the CLI's progress bar)."""
+        if self._alone:
+            return sum(r._remaining for r in self.replicas)
+        return self._remaining
+
+    def _stall_detail(self) -> str:
+        """Each replica's non-empty queues (a :class:`sim.engine.Stalled` message's tail)."""
+        parts = [f"replica {r.index}: waiting {len(r.sched.waiting)}, running {len(r.sched.running)}"
+                 for r in self.replicas if r.sched.waiting or r.sched.running]
+        return f" ({'; '.join(parts) or 'every queue empty'})"
+
+    def cost_models(self) -> list[Any]:
+        """Every replica's cost model (their range notes merge into the run's)."""
+        return [r.cost for r in self.replicas]
+
+    def run(self):
+        result = super().run()
+        s = result.summary
+        if s.get("completed"):
+            start, finish = column(result.requests, "start_s", float), column(result.requests, "finish_s", float)
+            deployment_step_summary([], [r.rec.stream for r in self.replicas],
+                                    float(np.nanmin(start)), float(np.nanmax(finish)), s)
+            s.pop("prefill_busy_fraction", None)   # no prefill servers: every replica runs both
+            # each replica's busy fraction as a lone server's (over the span of its own
+            # forwards: sim/metrics.py _step_summary_from_totals), the mean over replicas
+            busy = [st.busy_s / (st.last_end_s - st.first_start_s) for st in (r.rec.stream for r in self.replicas)
+                    if st.num_steps and st.last_end_s > st.first_start_s]
+            s["gpu_busy_fraction"] = float(np.mean(busy)) if busy else float("nan")
+        s["host_blocked_s"] = float(sum(r.host_blocked_s for r in self.replicas))
+        s["dp_replicas"] = len(self.replicas)
+        result.extra.update(fast_forward_runs=sum(r.ff_runs for r in self.replicas),
+                            fast_forward_iterations=sum(r.ff_iterations for r in self.replicas))
+        return result
+
+
+class _Replicas:
+    """What the run's summary reads of "the scheduler" (:func:`sim.scheduler.run_counts`),
+    over the replicas: every request, summed counts, the KV pool of the largest peak."""
+
+    def __init__(self, scheds: list[Any]) -> None:
+        self.replicas = scheds
+
+    @property
+    def reqs(self) -> dict[int, Req]:
+        out: dict[int, Req] = {}
+        for s in self.replicas:
+            out.update(s.reqs)
+        return out
+
+    @property
+    def num_retractions(self) -> int:
+        return sum(s.num_retractions for s in self.replicas)
+
+    @property
+    def oom_aborted(self) -> dict[int, int]:
+        return {rid: n for s in self.replicas for rid, n in s.oom_aborted.items()}
+
+    @property
+    def num_preemptions(self) -> int:
+        return sum(s.num_preemptions for s in self.replicas)
+
+    @property
+    def num_delayed_passes(self) -> int:
+        return sum(s.num_delayed_passes for s in self.replicas)
+
+    @property
+    def cache_hit_tokens(self) -> int:
+        return sum(s.cache_hit_tokens for s in self.replicas)
+
+    @property
+    def prefix_cache_on(self) -> bool:
+        return any(s.prefix_cache_on for s in self.replicas)
+
+    @property
+    def cache_input_tokens(self) -> int:
+        return sum(s.cache_input_tokens for s in self.replicas)
+
+    @property
+    def kv(self):
+        return max((s.kv for s in self.replicas), key=lambda k: k.peak)
