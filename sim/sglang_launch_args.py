@@ -684,6 +684,14 @@ UNMODELLED: dict[str, Unmodelled] = {
         allowed="auto, or what it resolves to and the model runs: round_robin (a colocated or disaggregated "
                 "decode server), follow_bootstrap_room (a disaggregated prefill server); with dp_size 1, any of "
                 "SGLang's " + ", ".join(_LOAD_BALANCE_CHOICES[1:]) + " too: no DP controller then"),
+    # arg_groups/overrides.py _sampling_backend_default: None resolves to flashinfer where the
+    # platform has it, else pytorch; the sampling kernels' time is inside the profile's forwards
+    # (measured with whatever its server sampled with), so either named backend is that server
+    "sampling_backend": Unmodelled(
+        None, "not modelled: the sampling kernels' time is the profile's, timed with its own server's backend",
+        accepts=lambda v, _server: v in ("flashinfer", "pytorch"),
+        allowed="null (SGLang's default: flashinfer where the platform has it, else pytorch), flashinfer or pytorch: "
+                "the profile's forwards include the sampling its server ran"),
     "cpu_offload_gb": Unmodelled(
         0, "not modelled: weights offloaded to host memory are copied back every forward",
         "{v} GB of weights were offloaded to host memory and copied back every forward: the prediction's forwards "

@@ -510,7 +510,7 @@ def test_names_sglang_does_not_have_are_still_refused(tmp_path, capsys, key):
 
 DEFAULT_NOTE = "note: SGLang launch arguments at SGLang 0.5.23's default"
 AT_DEFAULT = {"radix_eviction_policy": "lru", "ep_size": 1, "moe_runner_backend": "auto",
-              "disable_custom_all_reduce": False, "enable_dp_lm_head": False, "sampling_backend": None,
+              "disable_custom_all_reduce": False, "enable_dp_lm_head": False,
               "expert_parallel_size": 1, "kv_cache_dtype": "auto", "attn_dp_size": 1}
 
 
@@ -536,7 +536,7 @@ def test_arguments_at_sglangs_default_run_with_one_note_and_change_nothing(tmp_p
 
 
 @pytest.mark.parametrize(("key", "value", "default"), [
-    ("sampling_backend", "flashinfer", "null"),   # declared None; flashinfer is what a CUDA platform resolves it to
+    ("grammar_backend", "outlines", "null"),   # declared None; xgrammar is what it resolves to
     ("radix_eviction_policy", "lfu", "lru"),
     ("ep_size", 2, "1"),
     ("moe_runner_backend", "triton", "auto"),
@@ -547,6 +547,22 @@ def test_an_argument_at_another_value_is_still_refused_naming_sglangs_default(tm
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"server.{key} = " in err[0] and "may change timing" in err[0], err
     assert f"or give SGLang's default, {default}, the same server" in err[0]
+
+
+@pytest.mark.parametrize("backend", ["flashinfer", "pytorch"])
+def test_a_named_sampling_backend_runs_with_a_note(tmp_path, capsys, backend):
+    """sampling_backend flashinfer, what SGLang resolves its None to on a platform with
+    flashinfer (arg_groups/overrides.py ``_sampling_backend_default``; pytorch elsewhere), was
+    refused as "may change timing"; the sampling kernels are inside the profile's forwards, so
+    either backend runs, named in the note; another value is refused naming what runs."""
+    assert main(["run", str(_scenario(tmp_path)), "--set", f"server.sampling_backend={backend}",
+                 "--out", str(tmp_path / "o")]) == 0
+    notes = [n for n in capsys.readouterr().err.splitlines() if "server.sampling_backend" in n]
+    assert len(notes) == 1 and notes[0].startswith("note:") and backend in notes[0], notes
+    assert main(["run", str(_scenario(tmp_path)), "-q", "--set", "server.sampling_backend=ascend",
+                 "--out", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "flashinfer or pytorch" in err[0], err
 
 
 def test_the_defaults_table_is_the_one_unmodelled_arguments_compare_with():
