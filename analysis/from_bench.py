@@ -1260,7 +1260,14 @@ def _setup_notes(run: BenchRun, profile: str, notes: list[str]) -> None:
                      f"tp_size {tp}: the prediction is for the profile's setup (a profile for it: specsched "
                      f"profile --analytic --tp {tp} ...)")
     # a dp_size without DP attention is replicas, each of tp_size GPUs: the scenario keeps it
-    # and the run simulates them (sim/dp_replicas.py)
+    # and the run simulates them (sim/dp_replicas.py), routed round robin; a load-aware method
+    # (data_parallel_controller.py total_requests_scheduler, ...) is not modelled
+    ranks = max(_int_or_1(info.get("dp_size")), _int_or_1(info.get("attn_dp_size")))
+    lb = info.get("load_balance_method")
+    if ranks > 1 and isinstance(lb, str) and lb.lower() not in ("auto", "round_robin", "follow_bootstrap_room"):
+        notes.append(f"{SETUP_MISMATCH}the line's server sent requests to its {ranks} DP ranks by load_balance_method "
+                     f"{lb!r} (by their load); the scenario sends them round robin, the only method the model runs "
+                     "(SGLang's auto): TTFT under uneven load may differ")
     model = (prof.analytic or {}).get("model")
     kv_line = LINE_KV_BYTES.get(str(info.get("kv_cache_dtype")).lower())
     kv_prof = model.get("kv_cache_bytes") if isinstance(model, dict) else None
@@ -1277,6 +1284,11 @@ def _setup_notes(run: BenchRun, profile: str, notes: list[str]) -> None:
             notes.append(f"{SETUP_MISMATCH}the line's server ran model {line_model!r}, the profile {profile} prices "
                          f"{prof_model!r}: if they differ the prediction is for the profile's model (a profile "
                          f"for it: specsched profile --analytic --model NAME_OR_CONFIG ...)")
+
+
+def _int_or_1(v: Any) -> int:
+    """``v`` when it is an int (not a bool), else 1 (a server_info width left out or unreadable)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) else 1
 
 
 OTHER_SERVERS = {"vllm": "vLLM", "lmdeploy": "LMDeploy", "tgi": "TGI", "trt": "TensorRT-LLM",

@@ -213,7 +213,7 @@ class DPGroup:
         self.split_spec = self.spec and not server.dp_spec_prefill_coordination
         self.rank_of: dict[int, int] = {}
         self.reqs: dict[int, Req] = {}
-        self.kv = _GroupKV(self.ranks)
+        self.kv = GroupKV(self.ranks)
         self.window = server.spec_window
         self._rr = 0
         self.step = 0
@@ -350,10 +350,12 @@ class _Count:
         return self.n
 
 
-class _GroupKV:
-    """The group's KV figures for the records: ``used`` summed over the ranks, ``peak``,
-    ``capacity`` and the SWA pool's ``swa_peak`` / ``swa_capacity`` of one rank (the largest
-    peak; every rank has the same capacity)."""
+class GroupKV:
+    """The KV figures of several schedulers of one server arguments (DP-attention ranks, or
+    data-parallel replicas: sim/dp_replicas.py) for the records: ``used`` summed over them,
+    ``peak`` and ``swa_peak`` each the largest one's (taken apart: the largest full peak and
+    the largest SWA peak may be different schedulers'), ``capacity`` and ``swa_capacity`` one
+    scheduler's (they all have the same)."""
 
     def __init__(self, ranks: list[Scheduler]) -> None:
         self._ranks = ranks

@@ -11,7 +11,8 @@ What SGLang 0.5.23 does with ``--dp-size N`` and no attention DP (``attn_dp_size
    divisions are by ``attn_dp_size``, 1 here: model_executor/pool_configurator.py), and no
    forward waits for another replica's (no lock-step, unlike DP attention,
    :mod:`sim.dp_attention`). So each replica is simulated as the scenario's server with the
-   scenario's profile (:class:`sim.member_server.MemberServer`), on the run's one clock.
+   scenario's profile (:class:`sim.member_server.MemberServer`): on the run's one clock, or,
+   with open arrivals, on a clock of its own (:meth:`ReplicaEngine._host`).
 2. **Round-robin dispatch.** ``load_balance_method`` ``auto`` resolves to ``round_robin`` on a
    server that is not a disaggregated prefill server (arg_groups/serving_hook.py
    ``handle_load_balance_method``); ``round_robin_scheduler`` sends each tokenized request to
@@ -28,8 +29,9 @@ Results: requests and deliveries are the clients'; ``steps.parquet`` and
 ``dp_rank`` column (0-based, as SGLang's ``DP<d>`` log prefix); the step figures are per replica stream, pooled
 (:func:`sim.disagg_records.deployment_step_summary`: verify cycles/s and decode steps/s one
 replica's rate; ``gpu_busy_fraction`` the mean over replicas of each one's as a lone server
-defines it, over the span of its own forwards); ``kv_peak_tokens`` is the
-largest replica's peak; retractions, delayed passes and cache hits are summed;
+defines it, over the span of its own forwards); ``kv_peak_tokens`` and ``swa_peak_tokens``
+are each the largest replica's peak; host blocked seconds, retractions, delayed passes and
+cache hits are summed;
 ``dp_replicas`` says how many replicas ran.
 
 Not modelled: the load-aware methods (``total_requests``, ``total_tokens``, which read
@@ -44,7 +46,8 @@ from typing import Any
 import numpy as np
 from specsched.sim.config import Scenario
 from specsched.sim.disagg_records import deployment_step_summary
-from specsched.sim.engine import SimEngine
+from specsched.sim.dp_attention import GroupKV
+from specsched.sim.engine import SimEngine, Stalled
 from specsched.sim.member_server import MemberServer
 from specsched.sim.profile import Profile
 from specsched.sim.request import Req
@@ -90,9 +93,9 @@ class ReplicaEngine(SimEngine):
         self._arrive_at, self._arrive_specs = [], []
         if not self._force_shared_clock:
             # no replica can affect another: each runs on a clock of its own (_host)
-            self._alone = True
             for r in self.replicas:
                 r.own_clock(len(r._arrive_specs))
+            self._alone = True   # after: requests_left (another thread) reads the replicas' counts
 
     # -------------------------------------------------------------------- run
     def _host(self):
@@ -106,7 +109,10 @@ class ReplicaEngine(SimEngine):
         if self._alone:
             for r in self.replicas:
                 if r._remaining:
-                    r._run_clock()
+                    try:
+                        r._run_clock()
+                    except Stalled as e:   # say whose requests are stuck
+                        raise Stalled(f"replica {r.index} of {len(self.replicas)}: {e}") from None
             self._remaining = 0
             self.all_done.succeed()
         else:
@@ -144,7 +150,8 @@ class ReplicaEngine(SimEngine):
             busy = [st.busy_s / (st.last_end_s - st.first_start_s) for st in (r.rec.stream for r in self.replicas)
                     if st.num_steps and st.last_end_s > st.first_start_s]
             s["gpu_busy_fraction"] = float(np.mean(busy)) if busy else float("nan")
-        s["host_blocked_s"] = float(sum(r.host_blocked_s for r in self.replicas))
+        if self.rec.num_steps:   # as a lone server's summary has it
+            s["host_blocked_s"] = float(sum(r.host_blocked_s for r in self.replicas))
         s["dp_replicas"] = len(self.replicas)
         result.extra.update(fast_forward_runs=sum(r.ff_runs for r in self.replicas),
                             fast_forward_iterations=sum(r.ff_iterations for r in self.replicas))
@@ -153,7 +160,7 @@ class ReplicaEngine(SimEngine):
 
 class _Replicas:
     """What the run's summary reads of "the scheduler" (:func:`sim.scheduler.run_counts`),
-    over the replicas: every request, summed counts, the KV pool of the largest peak."""
+    over the replicas: every request, summed counts, the largest KV and SWA peaks."""
 
     def __init__(self, scheds: list[Any]) -> None:
         self.replicas = scheds
@@ -194,5 +201,5 @@ class _Replicas:
         return sum(s.cache_input_tokens for s in self.replicas)
 
     @property
-    def kv(self):
-        return max((s.kv for s in self.replicas), key=lambda k: k.peak)
+    def kv(self) -> GroupKV:
+        return GroupKV(self.replicas)

@@ -533,6 +533,7 @@ class SimEngine(Clients, EngineStretch):
                 raise Stalled(f"no progress at t={self._t:.6f}s with {self._remaining} requests left")
             self._t = max(self._t, self._next_arrival)
             return
+        polled_at = -math.inf   # when this host last let what was due run (_AfterNow)
         while not self.inbox and self._next_arrival > self._t:
             # what others send, or (a deployment's server with open arrivals) its next one
             nxt = min(self.env.peek(), self._next_arrival)
@@ -542,8 +543,19 @@ class SimEngine(Clients, EngineStretch):
                 yield from self._sync(nxt)
             elif self._t > self.env.now:
                 yield from self._sync(self._t)
-            else:   # due now (a client's zero-delay step): let SimPy run it
+            elif polled_at != self.env.now:   # due now (a client's zero-delay step): let SimPy run it
+                polled_at = self.env.now
                 yield _AfterNow(self.env)
+                self._t = max(self._t, self.env.now)
+            else:
+                # still due now after that: other hosts polling at this instant (a deployment's
+                # servers idle together), each of whose polls kept the others' due, so the clock
+                # never moved; sleep until a request reaches this host (or its next open
+                # arrival). With every host asleep and nothing due the run stalls (_run_clock).
+                self._wake = self.env.event()
+                yield (self._wake if self._next_arrival == math.inf
+                       else self._wake | self.env.timeout(self._delay_to(self._next_arrival)))
+                self._wake = None
                 self._t = max(self._t, self.env.now)
 
     # ------------------------------------ fast-forward (the rest: sim/engine_stretch.py)

@@ -208,7 +208,7 @@ def format_report(summary: dict[str, Any], reference: dict[str, float] | None = 
         *peak_note(summary, bench),
     ]
     out.append(_head("Scheduler"))
-    if "dp_replicas" in summary:   # sim/dp_replicas.py: the figures below are per replica
+    if "dp_replicas" in summary:   # sim/dp_replicas.py: rates below per replica, counts summed
         out.append(_line("Data-parallel replicas:", s("dp_replicas"), "{:d}"))
     out += [
         _line("Verify cycles/s (steady batch):", s("verify_cycles_per_s")),

@@ -16,13 +16,14 @@ Named invariants (docs/dp-replicas.md):
 from __future__ import annotations
 
 import math
+import signal
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from specsched.sim.dp_replicas import ReplicaEngine
-from specsched.sim.engine import SimEngine
+from specsched.sim.engine import SimEngine, Stalled
 from specsched.sim.errors import ConfigError
 from specsched.sim.scheduler_decode import UnschedulableRequest
 
@@ -146,6 +147,60 @@ def test_replicas_together_run_more_than_one_servers_cap():
     eng, res = _run({**server, "dp_size": 2}, {"kind": "burst", "num_requests": 16})
     per = res.timeseries.groupby("dp_rank")["running"].max()
     assert (per == 4).all() and len(per) == 2
+
+
+NEVER = """
+from specsched.sim.admission import AdmissionDelayBase
+class Never(AdmissionDelayBase):
+    name = "never"
+    stateless = True
+    def should_delay(self, state):
+        return True
+"""
+
+
+@pytest.fixture
+def deadline():
+    """Fail, rather than hang the suite, where a run never ends."""
+    def _expired(*_):
+        raise TimeoutError("the run did not end within 60 s")
+    old = signal.signal(signal.SIGALRM, _expired)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("workload", [{"kind": "burst"}, {"kind": "closed_loop", "concurrency": 4},
+                                      {"kind": "poisson", "request_rate": 50.0, "max_concurrency": 4},
+                                      {"kind": "poisson", "request_rate": 50.0}])
+def test_replicas_that_can_never_admit_stall_not_hang(tmp_path, monkeypatch, deadline, workload):
+    """A policy that never admits: on a shared clock every replica's host idled at one instant
+    and each one's poll kept the others' due, so the clock never moved and the run never
+    ended (SimEngine._poll_until_send). It stops with Stalled, as one server does, naming the
+    replica where each runs on its own clock."""
+    (tmp_path / "never_rules.py").write_text(NEVER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sc = make_scenario({"dp_size": 2, "admission_delay": "never_rules:Never"}, {**workload, "num_requests": 8})
+    with pytest.raises(Stalled) as e:
+        SimEngine(sc, tiny_profile()).run()
+    if workload == {"kind": "poisson", "request_rate": 50.0}:
+        assert "replica 0 of 2" in str(e.value)
+
+
+@pytest.mark.parametrize("seed", [1, 4])
+def test_the_kv_and_swa_peaks_are_each_the_largest_replicas(seed):
+    """kv_peak_tokens and swa_peak_tokens are each the largest replica's: the SWA peak was read
+    from the replica of the largest full peak (seed 4: 2,853 where the other replica's was
+    4,080)."""
+    sc = make_scenario({"dp_size": 2, "sliding_window_size": 256, "max_total_num_tokens": 30000,
+                        "speculative_algorithm": "none"},
+                       {"kind": "poisson", "request_rate": 60.0, "num_requests": 60,
+                        "input_len": {"kind": "uniform", "value": 2048, "range_ratio": 0.9}}, seed=seed)
+    eng = SimEngine(sc, tiny_profile(), seed)
+    res = eng.run()
+    assert res.summary["kv_peak_tokens"] == max(r.sched.kv.peak for r in eng.replicas)
+    assert res.summary["swa_peak_tokens"] == max(r.sched.kv.swa_peak for r in eng.replicas)
 
 
 def test_one_replica_is_the_plain_engine():

@@ -1060,6 +1060,25 @@ def test_a_line_of_data_parallel_replicas_gives_a_scenario_of_replicas(tmp_path,
     assert result.summary.get("dp_replicas", 1) == replicas
 
 
+@pytest.mark.parametrize(("method", "said"), [("total_requests", True), ("shortest_queue", True),
+                                              ("round_robin", False), ("auto", False)])
+def test_a_line_of_load_aware_dp_dispatch_is_a_setup_mismatch(tmp_path, monkeypatch, capsys, method, said):
+    """A replicas line dispatched by load (load_balance_method total_requests: the controller
+    sends each request to the rank with the fewest, data_parallel_controller.py
+    ``total_requests_scheduler``) became a round-robin scenario with only an assumption line;
+    it is a setup-mismatch warning now, naming the method."""
+    monkeypatch.chdir(tmp_path)
+    info = LINE["server_info"] | {"tp_size": 1, "dp_size": 2, "load_balance_method": method}
+    p = _write(tmp_path, LINE | {"server_info": info})
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "s.yaml"]) == 0
+    cap = capsys.readouterr()
+    warned = [x for x in (cap.out + cap.err).splitlines() if x.startswith("warning:") and "load_balance_method" in x]
+    assert bool(warned) is said
+    if said:
+        assert method in warned[0] and "round robin" in warned[0]
+    assert load_scenario(tmp_path / "s.yaml").server.dp_replicas == 2
+
+
 def test_a_full_server_info_names_the_set_keys_it_leaves_out_and_counts_the_rest(capsys):
     """SGLang 0.5.23's /server_info is ``ServerArgs.resolved_dict()`` (every field, ~550 keys):
     the assumption naming the keys the model has no argument for listed some 300 names, the
