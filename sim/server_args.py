@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import typing
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -23,8 +24,26 @@ from pydantic import (
 )
 from specsched.sim.disagg_config import FORCED_ROLE_KEYS, ROLES, Disaggregation
 from specsched.sim.errors import FieldError
-from specsched.sim.sglang_launch_args import RENAMED, as_server_keys, drop_inert, launch_arg_line
+from specsched.sim.sglang_launch_args import (
+    RENAMED,
+    SGLANG_DEFAULTS,
+    as_server_keys,
+    drop_inert,
+    launch_arg_line,
+)
 from specsched.sim.strict import STRICT as _STRICT
+
+
+def _sglang_unset(key: str, value: Any) -> bool:
+    """Whether ``key: value`` is SGLang's unset form of one of this block's keys that takes no
+    null itself: null where SGLang 0.5.23 declares the argument's default None (resolved at
+    start, e.g. ``prefill_decode_interval``: off unless a profiled model turns it on), as a
+    pasted /server_info reports an argument nobody gave. Such a key is left to the model's
+    default, which stands for SGLang's resolution."""
+    if value is not None or key not in SGLANG_DEFAULTS or SGLANG_DEFAULTS[key] is not None:
+        return False
+    field = ServerArgs.model_fields.get(key)
+    return field is not None and type(None) not in typing.get_args(field.annotation) and field.annotation is not type(None)
 
 
 class SyncMode(StrEnum):
@@ -467,6 +486,7 @@ class ServerArgs(BaseModel):
         if not isinstance(data, dict):
             return handler(data)
         renamed = {RENAMED[k]: k for k in data if k in RENAMED}
+        data = {k: v for k, v in data.items() if not _sglang_unset(k, v)}
         try:
             return handler(as_server_keys(data))
         except ValidationError as e:

@@ -464,10 +464,11 @@ def _describe(spec: str) -> str:
 
 def inert_value_error(name: str, value: Any) -> str | None:
     """Why ``value`` is not one SGLang 0.5.23 takes for the inert argument ``name`` (one line:
-    its declared type, :data:`INERT_TYPES`); None when it is (or the type is not known). Left out
+    its declared type, :data:`INERT_TYPES`); None when it is, or is null (unset), or the type is not known. Left out
     though it is, a ``log_level: 7`` or ``enable_metrics: maybe`` is a typo the server would refuse."""
     spec = _INERT_TYPE.get(ALIASES.get(name, name))
-    if spec is None or _fits(spec, value):
+    # null: unset, as SGLang's /server_info reports a list argument given no values
+    if spec is None or value is None or _fits(spec, value):
         return None
     return (f"an SGLang {SGLANG_VERSION} launch argument with no effect on the prediction (left out), but "
             f"ServerArgs declares it {spec}: allowed: {_describe(spec)}")
@@ -1070,8 +1071,12 @@ def accepted_note(values: Mapping[str, Any]) -> str | None:
 def _is_declared_default(name: str, value: Any) -> bool:
     """Whether ``value`` is ``name``'s SGLang 0.5.23 declared default (:data:`SGLANG_DEFAULTS`,
     by :func:`same_setting`): for :func:`at_default`, and for a name of :data:`SPELLINGS`,
-    which then sets nothing new."""
-    return same_setting(value, SGLANG_DEFAULTS[ALIASES.get(name, name)])
+    which then sets nothing new. Null for a declared empty list or mapping is that default too:
+    SGLang's /server_info reports such an argument left empty as null (``allowed_media_domains``)."""
+    default = SGLANG_DEFAULTS[ALIASES.get(name, name)]
+    if value is None and isinstance(default, (list, dict)) and not default:
+        return True
+    return same_setting(value, default)
 
 
 def default_note(values: Mapping[str, Any]) -> str | None:

@@ -590,3 +590,22 @@ def test_model_path_runs_left_out_as_an_argument_with_no_effect(tmp_path, capsys
     notes = [n for n in capsys.readouterr().err.splitlines() if n.startswith(NOTE)]
     assert len(notes) == 1 and "server.model_path" in notes[0] and "server.model" in notes[0], notes
     assert _summary(tmp_path / "a") == _summary(tmp_path / "b")
+
+
+@pytest.mark.parametrize("server", [
+    {"uvicorn_access_log_exclude_prefixes": None},   # inert, declared List[str]: refused as not a list
+    {"allowed_media_domains": None},                 # declared [], not a server key: refused as not the default
+    {"prefill_decode_interval": None},               # a server key, declared Optional[int] = None: "must be an integer"
+])
+def test_nulls_a_server_info_dump_holds_run_as_sglangs_unset(tmp_path, capsys, server):
+    """A pasted /server_info reports arguments nobody gave as null: an inert list argument, a
+    declared-empty list, an argument SGLang resolves at start. Each was refused; each is what
+    leaving it out runs (the same results as without it)."""
+    assert main(["run", str(_scenario(tmp_path, server)), "-q", "--out", str(tmp_path / "a")]) == 0
+    assert main(["run", str(_scenario(tmp_path, name="plain.yaml")), "-q", "--out", str(tmp_path / "b")]) == 0
+    assert _summary(tmp_path / "a") == _summary(tmp_path / "b")
+    # a value that is not null is still checked
+    key = next(iter(server))
+    bad = {"uvicorn_access_log_exclude_prefixes": 7, "allowed_media_domains": ["x.org"], "prefill_decode_interval": "x"}
+    assert main(["run", str(_scenario(tmp_path, {key: bad[key]}, name="bad.yaml")), "-q",
+                 "--out", str(tmp_path / "c")]) == 2
