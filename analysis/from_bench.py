@@ -106,7 +106,7 @@ from specsched.sim.server_args import (
     auto_speculative_basis,
     auto_speculative_params,
 )
-from specsched.sim.sglang_launch_args import UNMODELLED, is_inert, same_setting
+from specsched.sim.sglang_launch_args import SERVER_STATE, UNMODELLED, is_inert, same_setting
 from specsched.sim.workload import histogram
 
 REFERENCE_KEYS = (
@@ -979,13 +979,10 @@ def _server(run: BenchRun, notes: list[str], state_with: str = "--template") -> 
     return out
 
 
-SERVER_INFO_STATE = ("internal_states", "launch_command", "version", "frontend", "startup_time", "kv_events",
-                     "max_req_input_len", "model_path", "tokenizer_path", "served_model_name")
+SERVER_INFO_STATE = (*SERVER_STATE, "model_path", "tokenizer_path", "served_model_name")
 """/server_info keys that are no launch argument the model could lack: the server's state and
-identity (0.5.23 http_server.py ``server_info``: ``internal_states``, ``startup_time``,
-``version``, ``frontend``; utils/common.py ``build_server_info``: ``launch_command``,
-``kv_events`` and the scheduler's info such as ``max_req_input_len``), and the model and
-tokenizer paths, read for the setup notes (:func:`_setup_notes`)."""
+identity (:data:`sim.sglang_launch_args.SERVER_STATE`), and the model and tokenizer paths,
+read for the setup notes (:func:`_setup_notes`)."""
 OFF_VALUES = frozenset({"", "auto", "none", "null", "off", "default", "disabled"})
 """server_info string values that switch a feature off or leave it to SGLang's own choice
 (0.5.23 ``srt/arg_groups/fields``: ``disaggregation_mode`` "null", ``moe_a2a_backend`` "none",

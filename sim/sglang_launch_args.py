@@ -321,6 +321,14 @@ SGLANG_DEFAULTS: dict[str, Any] = {n: d for table in LAUNCH_ARGS.values() for n,
 ALL_NAMES: frozenset[str] = FIELDS | frozenset(ALIASES)
 """Every name an SGLang 0.5.23 launch argument goes by here (fields and their other spellings)."""
 
+SERVER_STATE: tuple[str, ...] = ("internal_states", "launch_command", "version", "frontend", "startup_time",
+                                 "kv_events", "max_req_input_len")
+"""/server_info keys that are no launch argument: the server's state and identity (0.5.23
+http_server.py ``server_info``: ``internal_states``, ``startup_time``, ``version``,
+``frontend``; utils/common.py ``build_server_info``: ``launch_command``, ``kv_events`` and the
+scheduler's info such as ``max_req_input_len``). A pasted /server_info holds them; they are
+left out with the inert arguments (:func:`_left_out`, named in :func:`left_out_note`)."""
+
 INERT: dict[str, tuple[str, ...]] = {
     "logging": (
         "log_level", "log_level_http", "log_requests", "log_requests_level", "log_requests_format",
@@ -348,6 +356,7 @@ INERT: dict[str, tuple[str, ...]] = {
         "enable_cache_report",
     ),
     "the model's path (the model is the profile's)": ("model_path",),
+    "the tokenizer's path (prompt lengths are the workload's)": ("tokenizer_path",),
     "weight loading at startup, paths": (
         "trust_remote_code", "download_dir", "model_checksum", "delete_ckpt_after_loading",
         "startup_weight_load_mode", "weight_loader_disable_mmap", "weight_loader_prefetch_checkpoints",
@@ -409,7 +418,7 @@ INERT_TYPES: dict[str, tuple[str, ...]] = {
         "admin_api_key", "api_key", "crash_dump_folder", "dist_init_addr", "download_dir", "export_metrics_to_file_dir",
         "file_storage_path", "forward_pass_metrics_ipc_name", "load_publish_endpoint", "log_level_http",
         "model_checksum", "modelopt_checkpoint_save_path", "modelopt_export_path", "otlp_service_name",
-        "remote_instance_weight_loader_seed_instance_ip", "served_model_name", "warmups",
+        "remote_instance_weight_loader_seed_instance_ip", "served_model_name", "tokenizer_path", "warmups",
     ),
     "List[str]": ("uvicorn_access_log_exclude_prefixes",),
     "Optional[List[str]]": (
@@ -958,13 +967,13 @@ def _reached(server: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
 
 def _left_out(server: Mapping[str, Any], reached: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The launch arguments of a server block that are left out, with their values: the inert
-    ones, the :data:`UNMODELLED` ones at a value the model runs on every server they reach
+    ones (and the /server_info state keys, :data:`SERVER_STATE`), the :data:`UNMODELLED` ones at a value the model runs on every server they reach
     (``reached``: the one server a role's override block applies to; else :func:`_reached`),
     and any other at SGLang's default (:func:`at_default`)."""
     out = {}
     for k, v in server.items():
         u = None if k in INERT_ARGS else unmodelled(k)
-        if k in INERT_ARGS or (u is not None and all(
+        if k in INERT_ARGS or k in SERVER_STATE or (u is not None and all(
                 u.runs(v, s) for s in ([reached] if reached is not None else _reached(server, k)))) \
                 or at_default(k, v):
             out[k] = v
@@ -1020,7 +1029,7 @@ def launch_args_in(scenario: Any) -> dict[str, Any]:
 def inert_keys_in(scenario: Any) -> list[str]:
     """The dotted keys of the inert launch arguments a raw scenario mapping sets
     (:func:`launch_args_in`, less the ones at a value the model runs)."""
-    return [k for k in launch_args_in(scenario) if is_inert(k.rsplit(".", 1)[-1])]
+    return [k for k in launch_args_in(scenario) if is_inert(n := k.rsplit(".", 1)[-1]) or n in SERVER_STATE]
 
 
 def tp_size_run(profile_tp: int | None, dp_attention_ranks: int = 1) -> tuple[int, str]:
@@ -1053,7 +1062,8 @@ def left_out_note(keys: Iterable[str]) -> str | None:
     keys = list(dict.fromkeys(keys))
     if not keys:
         return None
-    return ("note: SGLang launch arguments with no effect on the prediction, left out: " + ", ".join(keys))
+    state = " (and /server_info state)" if any(k.rsplit(".", 1)[-1] in SERVER_STATE for k in keys) else ""
+    return (f"note: SGLang launch arguments{state} with no effect on the prediction, left out: " + ", ".join(keys))
 
 
 def accepted_note(values: Mapping[str, Any]) -> str | None:
@@ -1075,6 +1085,11 @@ def _is_declared_default(name: str, value: Any) -> bool:
     SGLang's /server_info reports such an argument left empty as null (``allowed_media_domains``)."""
     default = SGLANG_DEFAULTS[ALIASES.get(name, name)]
     if value is None and isinstance(default, (list, dict)) and not default:
+        return True
+    if default is None and isinstance(value, Mapping) and all(v is None or v == {} for v in value.values()):
+        # a JSON config of empty parts is an unset one (/server_info reports cuda_graph_config
+        # so: cuda_graph_hook.py parse_cuda_graph_config starts from the defaults and sets only
+        # what a part gives)
         return True
     return same_setting(value, default)
 

@@ -609,3 +609,31 @@ def test_nulls_a_server_info_dump_holds_run_as_sglangs_unset(tmp_path, capsys, s
     bad = {"uvicorn_access_log_exclude_prefixes": 7, "allowed_media_domains": ["x.org"], "prefill_decode_interval": "x"}
     assert main(["run", str(_scenario(tmp_path, {key: bad[key]}, name="bad.yaml")), "-q",
                  "--out", str(tmp_path / "c")]) == 2
+
+
+def test_a_pasted_server_info_runs_but_for_what_changes_kernel_times(tmp_path, capsys):
+    """SGLang 0.5.23's whole /server_info (552 keys) pasted as the server block: its state keys
+    (version, startup_time, internal_states, ...), a cuda_graph_config of empty parts, the
+    tokenizer's path and the nulls it reports for unset arguments were each refused, one run at
+    a time. Now what is left is what the model must not drop silently: the attention backend,
+    torch.compile and the draft model, whose kernel and draft costs the profile holds."""
+    line = json.loads((ROOT / "tests" / "data" / "bench" / "sglang-0.5.23-full-server-info.jsonl").read_text()
+                      .splitlines()[0])
+    info = dict(line.get("server_info") or line["extra"]["server_info"])
+    sc = {"name": "dump", "profile": "h100-llama-3.1-8b-eagle3-analytic", "server": info,
+          "acceptance": {"mean_accept_length": 3.1},
+          "workload": {"kind": "burst", "num_requests": 4, "input_len": {"kind": "fixed", "value": 100},
+                       "output_len": {"kind": "fixed", "value": 10}}}
+    refused = []
+    for _ in range(6):
+        p = tmp_path / "dump.yaml"
+        p.write_text(yaml.safe_dump(sc))
+        if main(["run", str(p), "-q", "--out", str(tmp_path / "o")]) == 0:
+            break
+        (err,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("specsched: error")]
+        key = err.split("server.", 1)[1].split(" ", 1)[0]
+        refused.append(key)
+        sc["server"].pop(key)
+    else:
+        pytest.fail(f"still refused after {refused}")
+    assert sorted(refused) == ["attention_backend", "enable_torch_compile", "speculative_draft_model_path"]
