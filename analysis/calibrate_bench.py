@@ -1538,8 +1538,10 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
     prefix: each line one rank's batch) is refused for a server without DP attention: a rank's 4 requests were priced as a
     whole 4-request server, silently. A log of data-parallel replicas (``--dp-size`` without DP
     attention: every DP rank logs the same TP index, ``analysis.server_log.replica_ranks``) is one whole
-    server's batch a line: read so, with a warning that the runs are predicted as one server
-    (it was refused as a DP-attention log), and refused for a DP-attention server.
+    server's batch a line: read so, with a warning where the runs are predicted with another
+    number of replicas (it was refused as a DP-attention log), and refused for a DP-attention
+    server. Lines holding more KV tokens than the server's pool are said (a larger pool than
+    the runs are predicted with).
 
     Raises:
         ConfigError: the log and the server disagree on speculative decoding or on DP
@@ -1573,6 +1575,15 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
         print(f"warning: {path}: decode lines run up to {most:g} requests{' on one DP rank' if n_dp > 1 else ''}, the "
               f"fitted scenarios' server at most {per}: the runs are predicted with another server "
               "than the log's; give --scenario-template with its server arguments", file=sys.stderr)
+    pool = server.max_total_num_tokens
+    most_kv = float(np.nanmax(held)) if len(held) and np.isfinite(held).any() else 0.0
+    if pool and most_kv > pool:
+        # a line's #token is what its server's (or DP rank's, or replica's) pool held: more than
+        # the fitted scenarios' pool is a larger server than the one the runs are predicted with
+        print(f"warning: {path}: decode lines hold up to {most_kv:g} KV tokens (#token), more than the fitted "
+              f"scenarios' pool of {pool} (max_total_num_tokens): the runs are predicted with a smaller pool than "
+              "the log's server had (retractions and admission differ); give --scenario-template with its "
+              "max_total_num_tokens", file=sys.stderr)
     # SGLang prefixes a DP-attention rank's lines "DP<d> TP<t>" (srt/utils.py configure_logger
     # with the scheduler's prefix when dp_size > 1): each line is one rank's batch, which
     # decode_step_seconds prices as one rank of a lock-step group only when the server has it

@@ -1415,3 +1415,21 @@ def test_a_figure_the_seeds_do_not_move_is_judged_by_its_files_digits_not_by_rou
     (line,) = unexplained_runs(["one.jsonl:1"], np.array([math.log(0.409)]), ["median_ttft_ms"],
                                {"median_ttft_ms": 1.7e-15})
     assert f"{abs(math.log(0.409)) / NOISE_FLOOR:.0f} standard errors of one run (0.1 %)" in line
+
+
+def test_a_log_holding_more_kv_than_the_pool_is_said(tmp_path, capsys):
+    """Decode lines whose #token is above the fitted scenarios' max_total_num_tokens came from
+    a server with a larger pool: it was accepted silently, the runs predicted with the smaller
+    pool (more retractions, later admissions). Said; a log within the pool says nothing."""
+    from specsched.analysis.calibrate_bench import check_log_matches
+    from specsched.sim.server_args import ServerArgs
+
+    p = tmp_path / "server.log"
+    p.write_text("".join(f"[2026-12-01 10:00:0{k}] Decode batch. #running-req: 4, #token: 9000, "
+                         "token usage: 0.30, gen throughput (token/s): 800.00, #queue-req: 0\n" for k in range(2)))
+    log = parse_server_log(p)
+    check_log_matches(log, str(p), ServerArgs(max_total_num_tokens=5000))
+    err = capsys.readouterr().err
+    assert "9000 KV tokens" in err and "5000" in err and "max_total_num_tokens" in err
+    check_log_matches(log, str(p), ServerArgs(max_total_num_tokens=20000))
+    assert "KV tokens" not in capsys.readouterr().err
