@@ -189,3 +189,17 @@ def profile_with_faked_idle_lead(monkeypatch, tmp_path, fake, extend_tokens: str
                        "--no-progress", "--out", str(out)])
     assert a.func(a) == 0
     return out
+
+
+@pytest.fixture
+def deadline():
+    """Fail, rather than hang the suite, where a run never ends (60 s, SIGALRM)."""
+    import signal
+
+    def _expired(*_):
+        raise TimeoutError("the run did not end within 60 s")
+    old = signal.signal(signal.SIGALRM, _expired)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)

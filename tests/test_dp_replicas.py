@@ -16,7 +16,6 @@ Named invariants (docs/dp-replicas.md):
 from __future__ import annotations
 
 import math
-import signal
 
 import numpy as np
 import pytest
@@ -157,18 +156,6 @@ class Never(AdmissionDelayBase):
     def should_delay(self, state):
         return True
 """
-
-
-@pytest.fixture
-def deadline():
-    """Fail, rather than hang the suite, where a run never ends."""
-    def _expired(*_):
-        raise TimeoutError("the run did not end within 60 s")
-    old = signal.signal(signal.SIGALRM, _expired)
-    signal.alarm(60)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
 
 
 @pytest.mark.parametrize("workload", [{"kind": "burst"}, {"kind": "closed_loop", "concurrency": 4},
