@@ -88,7 +88,8 @@ def spec_axes(cells: list[str], seeds: int, executor) -> list[str]:
         windows = [(f"window {w}", {"server.speculative_num_draft_tokens": w}) for w in range(2, 9)]
         parts += [f"### {cell}: verify window (speculative_num_draft_tokens)\n", axis_table(cell, "window", windows, seeds, executor), ""]
         drafters = [("dspark (block), window 6", {}),
-                    ("eagle (chain, 5 steps, topk 1), window 6", {"server.speculative_algorithm": "eagle"})]
+                    ("eagle (chain, 5 steps, topk 1), window 6", {"server.speculative_algorithm": "eagle",
+                                                                  "server.speculative_num_steps": 5})]
         parts += [f"### {cell}: drafter\n", axis_table(cell, "drafter", drafters, seeds, executor), ""]
     return parts
 

@@ -42,7 +42,12 @@ class FieldError(ValueError):
 
     def __init__(self, key: str, value: object, allowed: str) -> None:
         self.key, self.value, self.allowed = key, value, allowed
-        super().__init__(f"{key} = {value!r}: {allowed}")
+        # args are the fields, as ConfigError's: a process pool pickles it so (with the
+        # message as its one arg the pool's unpickling failed and broke the pool)
+        super().__init__(key, value, allowed)
+
+    def __str__(self) -> str:
+        return f"{self.key} = {self.value!r}: {self.allowed}"
 
 
 EXTRA_OF = {"torch": "runtime", "dask": "distributed", "distributed": "distributed"}

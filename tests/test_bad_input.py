@@ -659,3 +659,17 @@ def test_a_bench_line_that_is_no_object_shows_what_it_is(tmp_path, capsys, text,
     assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", str(tmp_path / "s.yaml")]) == 2
     err = capsys.readouterr().err.strip()
     assert f"<line> = {shown}: a bench_serving result is a JSON object" in err and len(err.splitlines()) == 1, err
+
+
+def test_a_field_error_crosses_a_process_pool():
+    """A FieldError raised in a worker (a sweep's or the fidelity report's process pool) is
+    pickled back: it was built with its message as its only argument, so unpickling called
+    FieldError(message), failed, and broke the pool with a TypeError in place of the one-line
+    refusal. It rebuilds with its key, value and text."""
+    import pickle
+
+    from specsched.sim.errors import ConfigError, FieldError
+
+    for e in (FieldError("server.x", 3, "must be 1"), ConfigError("s.yaml", "server.x", 3, "must be 1")):
+        f = pickle.loads(pickle.dumps(e))
+        assert type(f) is type(e) and str(f) == str(e) and (f.key, f.value, f.allowed) == (e.key, e.value, e.allowed)
