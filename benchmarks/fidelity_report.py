@@ -16,9 +16,10 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from specsched.analysis.compare import compare_arms
+from specsched.analysis.overrides import load_scenario_with_overrides
 from specsched.sim.atomic import atomic_write_text
 from specsched.sim.calibrate import seed_mean
-from specsched.sim.config import arm_names, load_scenario, with_value
+from specsched.sim.config import arm_names, load_scenario
 from specsched.sim.engine import run_scenario
 from specsched.sim.metrics import error_pct
 from specsched.sim.profile import load_profile
@@ -50,9 +51,9 @@ AXIS_METRICS = [("verify_cycles_per_s", "verify cycles/s", "{:.2f}"), ("accept_l
 
 def _axis_run(args: tuple) -> dict[str, float]:
     cell, overrides, seeds = args
-    sc = load_scenario(ROOT / "scenarios" / f"{cell}.yaml")
-    for k, v in overrides.items():
-        sc = with_value(sc, k, v)
+    # the overrides together, as --set gives them: a chain drafter's algorithm and its steps
+    # are one setting (either alone is refused)
+    sc = load_scenario_with_overrides(ROOT / "scenarios" / f"{cell}.yaml", "base", overrides)
     return seed_mean(sc, load_profile(sc.profile, sc.path), seeds)
 
 
