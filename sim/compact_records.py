@@ -138,6 +138,13 @@ class StepTotals:
     _prev_main: tuple[bool, int, float] | None = None  # (is verify, batch size, gpu end)
     _pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
 
+    def busy_fraction(self) -> float:
+        """GPU busy fraction of this stream: summed forward time over the span of its own
+        forwards (first start to last end); NaN where the span is empty."""
+        self.flush()
+        span = self.last_end_s - self.first_start_s
+        return self.busy_s / span if span > 0 else float("nan")
+
     def flush(self) -> None:
         """Fold deferred non-verify rows into the sums (done before the sums are read)."""
         if self._pending:

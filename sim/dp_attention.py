@@ -59,6 +59,7 @@ from specsched.sim.grid_range import RangeNote
 from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
 from specsched.sim.request import Req
 from specsched.sim.scheduler import Deliveries, Scheduler
+from specsched.sim.scheduler_sums import GroupKV, SchedulerSums
 from specsched.sim.server_args import ServerArgs
 
 DP_CONSERVATIVENESS = 0.3
@@ -190,7 +191,7 @@ class GroupOutput:
         return self.committed.tolist()
 
 
-class DPGroup:
+class DPGroup(SchedulerSums):
     """``server.dp_size`` schedulers behind the scheduler interface the loop and engine use.
 
     Args:
@@ -276,32 +277,9 @@ class DPGroup:
                           [x for d in parts for x in d.fin_list])
 
     @property
-    def num_retractions(self) -> int:
-        return sum(r.num_retractions for r in self.ranks)
-
-    @property
-    def oom_aborted(self) -> dict[int, int]:
-        return {rid: n for r in self.ranks for rid, n in r.oom_aborted.items()}
-
-    @property
-    def num_preemptions(self) -> int:
-        return sum(r.num_preemptions for r in self.ranks)
-
-    @property
-    def num_delayed_passes(self) -> int:
-        return sum(r.num_delayed_passes for r in self.ranks)
-
-    @property
-    def cache_hit_tokens(self) -> int:
-        return sum(r.cache_hit_tokens for r in self.ranks)
-
-    @property
-    def prefix_cache_on(self) -> bool:
-        return any(r.prefix_cache_on for r in self.ranks)
-
-    @property
-    def cache_input_tokens(self) -> int:
-        return sum(r.cache_input_tokens for r in self.ranks)
+    def schedulers(self) -> list[Scheduler]:
+        """The ranks, which :class:`sim.scheduler_sums.SchedulerSums` sums over."""
+        return self.ranks
 
     # ---------------------------------------------------------------- schedule
     def schedule(self) -> GroupPlan | None:
@@ -348,37 +326,6 @@ class _Count:
 
     def __len__(self) -> int:
         return self.n
-
-
-class GroupKV:
-    """The KV figures of several schedulers of one server arguments (DP-attention ranks, or
-    data-parallel replicas: sim/dp_replicas.py) for the records: ``used`` summed over them,
-    ``peak`` and ``swa_peak`` each the largest one's (taken apart: the largest full peak and
-    the largest SWA peak may be different schedulers'), ``capacity`` and ``swa_capacity`` one
-    scheduler's (they all have the same)."""
-
-    def __init__(self, ranks: list[Scheduler]) -> None:
-        self._ranks = ranks
-
-    @property
-    def used(self) -> int:
-        return sum(r.kv.used for r in self._ranks)
-
-    @property
-    def peak(self) -> int:
-        return max(r.kv.peak for r in self._ranks)
-
-    @property
-    def capacity(self) -> int:
-        return self._ranks[0].kv.capacity
-
-    @property
-    def swa_capacity(self) -> int:
-        return self._ranks[0].kv.swa_capacity
-
-    @property
-    def swa_peak(self) -> int:
-        return max(r.kv.swa_peak for r in self._ranks)
 
 
 class DPDevice:

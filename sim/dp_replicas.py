@@ -41,16 +41,17 @@ validation; replicas of a disaggregated server (each role's ``instances`` say th
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 from specsched.sim.config import Scenario
 from specsched.sim.disagg_records import deployment_step_summary
-from specsched.sim.dp_attention import GroupKV
 from specsched.sim.engine import SimEngine, Stalled
 from specsched.sim.member_server import MemberServer
 from specsched.sim.profile import Profile
 from specsched.sim.request import Req
+from specsched.sim.scheduler_sums import GroupKV, SchedulerSums
 from specsched.sim.tables import column
 
 
@@ -147,8 +148,7 @@ class ReplicaEngine(SimEngine):
             s.pop("prefill_busy_fraction", None)   # no prefill servers: every replica runs both
             # each replica's busy fraction as a lone server's (over the span of its own
             # forwards: sim/metrics.py _step_summary_from_totals), the mean over replicas
-            busy = [st.busy_s / (st.last_end_s - st.first_start_s) for st in (r.rec.stream for r in self.replicas)
-                    if st.num_steps and st.last_end_s > st.first_start_s]
+            busy = [b for b in (r.rec.stream.busy_fraction() for r in self.replicas) if not math.isnan(b)]
             s["gpu_busy_fraction"] = float(np.mean(busy)) if busy else float("nan")
         if self.rec.num_steps:   # as a lone server's summary has it
             s["host_blocked_s"] = float(sum(r.host_blocked_s for r in self.replicas))
@@ -158,48 +158,21 @@ class ReplicaEngine(SimEngine):
         return result
 
 
-class _Replicas:
+class _Replicas(SchedulerSums):
     """What the run's summary reads of "the scheduler" (:func:`sim.scheduler.run_counts`),
     over the replicas: every request, summed counts, the largest KV and SWA peaks."""
 
     def __init__(self, scheds: list[Any]) -> None:
-        self.replicas = scheds
+        self._scheds = scheds
+        self.kv = GroupKV(scheds)
+
+    @property
+    def schedulers(self) -> list[Any]:
+        return self._scheds
 
     @property
     def reqs(self) -> dict[int, Req]:
         out: dict[int, Req] = {}
-        for s in self.replicas:
+        for s in self._scheds:
             out.update(s.reqs)
         return out
-
-    @property
-    def num_retractions(self) -> int:
-        return sum(s.num_retractions for s in self.replicas)
-
-    @property
-    def oom_aborted(self) -> dict[int, int]:
-        return {rid: n for s in self.replicas for rid, n in s.oom_aborted.items()}
-
-    @property
-    def num_preemptions(self) -> int:
-        return sum(s.num_preemptions for s in self.replicas)
-
-    @property
-    def num_delayed_passes(self) -> int:
-        return sum(s.num_delayed_passes for s in self.replicas)
-
-    @property
-    def cache_hit_tokens(self) -> int:
-        return sum(s.cache_hit_tokens for s in self.replicas)
-
-    @property
-    def prefix_cache_on(self) -> bool:
-        return any(s.prefix_cache_on for s in self.replicas)
-
-    @property
-    def cache_input_tokens(self) -> int:
-        return sum(s.cache_input_tokens for s in self.replicas)
-
-    @property
-    def kv(self) -> GroupKV:
-        return GroupKV(self.replicas)

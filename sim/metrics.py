@@ -504,8 +504,7 @@ def _step_summary_from_totals(st: StepTotals, out: dict[str, float]) -> None:
     out["decode_steps_per_s"] = n / secs if secs > 0 else math.nan
     out["decode_step_ms"] = 1000.0 * secs / n if n else math.nan
     if st.num_steps:
-        span = st.last_end_s - st.first_start_s
-        out["gpu_busy_fraction"] = st.busy_s / span if span > 0 else float("nan")
+        out["gpu_busy_fraction"] = st.busy_fraction()
         out["host_blocked_s"] = st.host_blocked_s
 
 
