@@ -1257,11 +1257,13 @@ def _setup_notes(run: BenchRun, profile: str, notes: list[str]) -> None:
                      f"tp_size {tp}: the prediction is for the profile's setup (a profile for it: specsched "
                      f"profile --analytic --tp {tp} ...)")
     # a dp_size without DP attention is replicas, each of tp_size GPUs: the scenario keeps it
-    # and the run simulates them (sim/dp_replicas.py), routed round robin; a load-aware method
+    # and the run simulates them (sim/dp_replicas.py), routed as the model routes DP ranks
+    # (sglang_launch_args.py _load_balance_runs); a load-aware method
     # (data_parallel_controller.py total_requests_scheduler, ...) is not modelled
     ranks = max(_int_or_1(info.get("dp_size")), _int_or_1(info.get("attn_dp_size")))
     lb = info.get("load_balance_method")
-    if ranks > 1 and isinstance(lb, str) and lb.lower() not in ("auto", "round_robin", "follow_bootstrap_room"):
+    if ranks > 1 and isinstance(lb, str) and not UNMODELLED["load_balance_method"].runs(lb.lower(),
+                                                                                     {**info, "dp_size": ranks}):
         notes.append(f"{SETUP_MISMATCH}the line's server sent requests to its {ranks} DP ranks by load_balance_method "
                      f"{lb!r} (by their load); the scenario sends them round robin, the only method the model runs "
                      "(SGLang's auto): TTFT under uneven load may differ")

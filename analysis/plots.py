@@ -470,8 +470,8 @@ def plot_timeline(run: Any, t_range: tuple[float, float] | None = None) -> Figur
               for _, rows in _per_server(steps)
               if len(rows) and (span := float(rows["gpu_end_s"].max() - rows["gpu_start_s"].min())) > 0]
     pd_run = scenario_value(run, "server.disaggregation") is not None
-    kind = SERVER_COLUMNS.get(_server_column(steps) or "decode_server", "decode server").replace("DP rank", "replica")
-    whose = (f" (mean over {len(shares)} {kind}s)" if len(shares) > 1
+    whose = (f" (mean over {len(shares)} {SERVER_PLURALS[_server_column(steps) or 'decode_server']})"
+             if len(shares) > 1
              else " (the decode server's; prefill servers' forwards are not recorded)" if pd_run else "")
     a3.set_title(f"GPU busy {np.mean(shares):.1%} of the span of the forwards{whose}; host blocked {hb.sum():.3g} s in all"
                  if shares else "GPU activity")
@@ -486,9 +486,11 @@ def plot_timeline(run: Any, t_range: tuple[float, float] | None = None) -> Figur
 
 
 SERVER_COLUMNS = {"decode_server": "decode server", "dp_rank": "DP rank"}
+SERVER_PLURALS = {"decode_server": "decode servers", "dp_rank": "replicas"}
 """Columns naming the server that wrote each steps/timeseries row, where several did
 (sim/records.py ``Recorder._grouped_by_writer``): a disaggregated deployment's decode server,
-a data-parallel replica (sim/dp_replicas.py); and how a legend names one."""
+a data-parallel replica (sim/dp_replicas.py); and how a legend names one
+(:data:`SERVER_PLURALS`: how a title names several)."""
 
 
 def _server_column(table: pd.DataFrame) -> str | None:

@@ -43,7 +43,7 @@ def _sglang_unset(key: str, value: Any) -> bool:
     if value is not None or key not in SGLANG_DEFAULTS or SGLANG_DEFAULTS[key] is not None:
         return False
     field = ServerArgs.model_fields.get(key)
-    return field is not None and type(None) not in typing.get_args(field.annotation) and field.annotation is not type(None)
+    return field is not None and type(None) not in typing.get_args(field.annotation)
 
 
 class SyncMode(StrEnum):
