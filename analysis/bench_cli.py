@@ -256,6 +256,70 @@ def length_notes(sc: Any, measured: Any) -> None:
                   "--random-range-ratio; `specsched scenario from-bench FILE --template S` writes the line's workload)")
 
 
+def _line_arrivals(measured: Any) -> tuple[float, int | None, float] | None:
+    """(request rate, concurrency cap, burstiness) the line's client sent at, or None when the
+    line does not say (a trace replay's ``"trace"``). SGLang bench_serving (0.5.23
+    ``benchmark/serving.py`` ``benchmark()``: ``request_rate``, default ``inf``, and
+    ``max_concurrency``, ``None`` for no cap) and vLLM (``vllm/benchmarks/serve.py`` ``main``:
+    ``request_rate`` ``"inf"``, read as inf, ``burstiness`` and ``max_concurrency``); a cap of 0
+    is none (both clients build their semaphore only ``if max_concurrency``), and the
+    burstiness shapes nothing at rate inf (``get_request`` sends every request at once)."""
+    a = measured.args
+    rate = a.get("request_rate", math.inf)
+    rate = math.inf if rate is None else rate
+    if not isinstance(rate, int | float) or isinstance(rate, bool):
+        return None
+    cap = a.get("max_concurrency")
+    cap = cap if isinstance(cap, int) and not isinstance(cap, bool) and cap >= 1 else None
+    shape = a.get("burstiness")
+    shape = float(shape) if isinstance(shape, int | float) and not isinstance(shape, bool) else 1.0
+    return float(rate), cap, shape if math.isfinite(rate) else 1.0
+
+
+def _scenario_arrivals(w: Any) -> tuple[float, int | None, float] | None:
+    """(request rate, concurrency cap, burstiness) a ``burst``, ``closed_loop`` or ``poisson``
+    workload sends at, as :func:`analysis.from_bench._workload` writes a line's arrivals (rate
+    inf without a cap: burst; with one: closed_loop); None for another kind."""
+    if w.kind == "burst":
+        return math.inf, None, 1.0
+    if w.kind == "closed_loop":
+        return math.inf, w.concurrency, 1.0
+    if w.kind == "poisson" and isinstance(w.request_rate, int | float):
+        rate = float(w.request_rate)
+        shape = float(w.burstiness) if w.burstiness is not None and math.isfinite(rate) else 1.0
+        return rate, w.max_concurrency, shape
+    return None
+
+
+def _rate_text(rate: float) -> str:
+    return f"at {rate:g} req/s" if math.isfinite(rate) else "every request at once (request_rate inf)"
+
+
+def arrival_notes(sc: Any, measured: Any, n_ok: int | None, n_meas: int | None) -> None:
+    """One ``note:`` for each way the ``--scenario``'s arrivals are not the line's: the request
+    rate (a finite rate against inf counts: a burst scenario against a line sent at 8 req/s
+    said nothing, nor did a Poisson scenario against a line at ``inf``), the concurrency cap
+    (bench_serving / vLLM ``--max-concurrency``) and vLLM's ``--burstiness``. A --scenario
+    runs as written, so such a difference read as the model's latency error. The line's
+    rate x its success share is the load from-bench builds for a line with failed requests (the
+    successes of a Poisson stream): that is the line's load too."""
+    line, mine = _line_arrivals(measured), _scenario_arrivals(sc.workload)
+    if line is None or mine is None:
+        return
+    (rate_m, cap_m, shape_m), (rate_p, cap_p, shape_p) = line, mine
+    how = "(`specsched scenario from-bench FILE --template S` writes the line's workload)"
+    same_rate = (rate_p == rate_m or math.isfinite(rate_p) and math.isfinite(rate_m) and (
+        math.isclose(rate_p, rate_m) or bool(n_ok and n_meas and math.isclose(rate_p, rate_m * n_ok / n_meas))))
+    if not same_rate:
+        print(f"note: the scenario sends {_rate_text(rate_p)}, the measured run {_rate_text(rate_m)} {how}")
+    if cap_p != cap_m:
+        print(f"note: the scenario's cap on requests in flight is {cap_p or 'none'}, the measured run's "
+              f"{cap_m or 'none'} (bench_serving --max-concurrency) {how}")
+    if same_rate and math.isfinite(rate_m) and not math.isclose(shape_p, shape_m):
+        print(f"note: the scenario's arrival gaps have burstiness {shape_p:g}, the measured run's {shape_m:g} "
+              f"(vLLM --burstiness: the gamma shape of the gaps; 1 is Poisson) {how}")
+
+
 def server_differences(sc: Any, measured: Any) -> list[tuple[str, Any, Any]]:
     """(key, the line's value, the scenario's) for each server argument the line's
     ``server_info`` states (read as ``scenario from-bench`` reads it,
@@ -781,15 +845,7 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
     elif n_meas is not None and n_pred is not None and n_pred not in (n_meas, n_ok):
         print(f"note: the scenario sends {n_pred} requests, the measured run {n_meas}"
               + (f" ({n_ok} succeeded)" if n_ok != n_meas else ""))
-    rate_p, rate_m = getattr(sc.workload, "request_rate", None), measured.args.get("request_rate")
-    if (sc.workload.kind != "trace" and isinstance(rate_p, (int, float)) and isinstance(rate_m, float)
-            and math.isfinite(rate_m) and not math.isclose(rate_p, rate_m)
-            and not (n_ok and n_meas and math.isclose(rate_p, rate_m * n_ok / n_meas))):
-        # the line's rate x its success share is the load from-bench builds for a line with
-        # failed requests (the successes of a Poisson stream): that is the line's load too
-        # a scenario given with --scenario runs as written: say so when it is not the line's load
-        print(f"note: the scenario sends at {rate_p:g} req/s, the measured run at {rate_m:g} req/s "
-              "(`specsched scenario from-bench FILE --template S` writes the line's workload)")
+    arrival_notes(sc, measured, n_ok, n_meas)
     length_notes(sc, measured)
     if built is None:
         server_notes(sc, measured)
