@@ -227,6 +227,7 @@ def check_fits(scenario: Scenario) -> None:
     hw = scenario_hardware(scenario)   # the profile's hardware block, read once for both checks
     check_hardware(scenario, hw)
     _check_dp_divides_tp(scenario)
+    _check_dp_chunk_pages(scenario)
     if w.kind in ("trace", "multi_turn"):
         # lengths are in the file / grow with each turn: every row and turn is checked here,
         # against the context and the pools, before the first simulated event
@@ -562,6 +563,25 @@ def check_hardware(scenario: Scenario, hw: Hardware | None) -> None:
                           f"{loaded}weights per rank leave no KV pool on one {hw.gpu or hw.platform} "
                           f"({_gib((hw.memory_mib or 0) * 2**20)}) at mem_fraction_static {mfs}: SGLang stops at start "
                           "('Not enough memory'); use more TP ranks (--tp)" + _narrower_dtype(scenario))
+
+
+def _check_dp_chunk_pages(scenario: Scenario) -> None:
+    """Refuse DP attention whose per-rank chunk is not whole pages: SGLang 0.5.23 divides
+    ``chunked_prefill_size`` by the attention DP size (arg_groups/parallel_hook.py
+    ``_handle_data_parallelism``) and then asserts it divisible by page_size
+    (arg_groups/validation_hook.py ``check_server_args``). Without DP attention the server
+    block refuses it itself (``ServerArgs._check_chunk_pages``)."""
+    from specsched.sim.server_args import chunk_pages_refusal
+
+    servers = [("server", scenario.server)]
+    if scenario.server.disaggregation is not None:
+        servers += [(f"server.disaggregation.{r}.server", scenario.server.role_server(r)) for r in ("prefill", "decode")]
+    for where, s in servers:
+        if not s.enable_dp_attention:
+            continue
+        why = chunk_pages_refusal(s.chunked_prefill_size, s.page_size, s.dp_size, s.disaggregation_mode)
+        if why is not None:
+            raise ConfigError(scenario_file(scenario), f"{where}.chunked_prefill_size", s.chunked_prefill_size, why)
 
 
 def _check_dp_divides_tp(scenario: Scenario) -> None:
