@@ -597,7 +597,6 @@ class ServerArgs(BaseModel):
         if c != -1 and c < self.page_size:
             raise FieldError("server.chunked_prefill_size", c, f"must be >= server.page_size ({self.page_size}): "
                              "a chunk is cut at page boundaries, so a smaller one never advances")
-        self._check_chunk_pages(c)
         if self.sliding_window_size is not None and self.sliding_window_size + self.page_size >= self.swa_max_total_num_tokens:
             self._refuse_small_swa_pool()
         if self.retraction_policy == "priority" and not self.enable_priority_scheduling:
@@ -653,24 +652,6 @@ class ServerArgs(BaseModel):
             # window is reset to steps + 1 (_chain_window_from_steps)
             self._check_tree_candidates(steps)
         return self
-
-    def _check_chunk_pages(self, c: int) -> None:
-        """Refuse a chunk budget that is not whole pages, as SGLang 0.5.23 refuses to start
-        (arg_groups/validation_hook.py ``check_server_args``: "chunked_prefill_size must be
-        divisible by page_size", asserted on the resolved arguments unless chunking is off or
-        the server is a disaggregated decode server). The check runs again on the page size
-        SGLang's backend or model override resolves (sim/defaults.py
-        ``apply_hardware_defaults`` validates the filled arguments). With DP attention the
-        value SGLang checks is each rank's (:func:`chunk_pages_refusal`), refused with the run's
-        other start-up checks (sim/limits.py ``check_fits``), after the DP size's own.
-
-        Raises:
-            FieldError: on ``server.chunked_prefill_size``, naming the nearest allowed values.
-        """
-        if self.enable_dp_attention:
-            return
-        if (why := chunk_pages_refusal(c, self.page_size, 1, self.disaggregation_mode)) is not None:
-            raise FieldError("server.chunked_prefill_size", c, why)
 
     def _check_tree_candidates(self, steps: int) -> None:
         """A draft tree's verified nodes are the ``speculative_num_draft_tokens - 1`` best-scored

@@ -10,17 +10,26 @@ from specsched.sim.server_args import ServerArgs
 
 
 @pytest.mark.parametrize(("chunk", "page"), [(1000, 16), (8200, 64), (4097, 256)])
-def test_a_chunk_that_is_not_whole_pages_is_refused(chunk, page):
+def test_a_chunk_that_is_not_whole_pages_is_refused(tmp_path, capsys, chunk, page):
     # check_server_args: assert chunked_prefill_size % page_size == 0 (chunking on, not a
     # disaggregated decode server); before, the run cut every chunk to a page boundary and ran
-    with pytest.raises(ValueError, match="server.chunked_prefill_size.*multiple of server.page_size"):
-        ServerArgs(chunked_prefill_size=chunk, page_size=page)
+    from specsched.sim.server_args import chunk_pages_refusal
+
+    from specsched.cli import main
+
+    assert "multiple of server.page_size" in chunk_pages_refusal(chunk, page, 1)
+    rc = main(["run", "h200/poisson-nospec", "--set", f"server.page_size={page}", "--set",
+               f"server.chunked_prefill_size={chunk}", "--out", str(tmp_path / "r"), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and f"server.chunked_prefill_size = {chunk}" in err and "multiple of server.page_size" in err
 
 
 def test_whole_pages_chunking_off_and_a_decode_server_pass():
-    ServerArgs(chunked_prefill_size=8192, page_size=64)
-    ServerArgs(chunked_prefill_size=-1, page_size=64)
-    ServerArgs(chunked_prefill_size=1000, page_size=16, disaggregation_mode="decode")
+    from specsched.sim.server_args import chunk_pages_refusal
+
+    assert chunk_pages_refusal(8192, 64, 1) is None
+    assert chunk_pages_refusal(-1, 64, 1) is None
+    assert chunk_pages_refusal(1000, 16, 1, "decode") is None
 
 
 def test_the_dp_attention_check_takes_each_ranks_chunk(tmp_path, capsys):
@@ -49,13 +58,16 @@ def test_the_resolved_page_size_is_checked(tmp_path):
     # 1000 stops SGLang, and 1024 runs
     from specsched.sim.config import load_scenario
     from specsched.sim.errors import ConfigError
+    from specsched.sim.limits import check_fits
 
     from tests.test_defaults import _scenario
 
+    bad = load_scenario(_scenario(tmp_path, "deepseek-v4-flash", "MI355X", 4, "chunked_prefill_size: 1000"))
     with pytest.raises(ConfigError, match="server.chunked_prefill_size.*multiple of server.page_size .256."):
-        load_scenario(_scenario(tmp_path, "deepseek-v4-flash", "MI355X", 4, "chunked_prefill_size: 1000"))
+        check_fits(bad)
     ok = load_scenario(_scenario(tmp_path, "deepseek-v4-flash", "MI355X", 4, "chunked_prefill_size: 1024"))
     assert (ok.server.page_size, ok.server.chunked_prefill_size) == (256, 1024)
+    check_fits(ok)
 
 
 @pytest.mark.parametrize("policy", ["lpm", "dfs-weight", "hrrn", "random", "routing-key", "shortest-prefill-first"])
