@@ -128,7 +128,9 @@ def cases(draw: Any, hostile_profiles: bool = False, swa: bool = False) -> tuple
     chain = spec and algo not in ("dspark", "dflash")
     window = draw(st.integers(2, 8)) if spec else 1
     page = draw(st.sampled_from([1, 1, 4, 16, 64]))
-    chunk = draw(st.one_of(st.just(-1), st.integers(page, 4 * page), st.sampled_from([256, 1024, 8192]).map(lambda c: max(c, page))))
+    # whole pages: SGLang refuses to start otherwise (arg_groups/validation_hook.py check_server_args)
+    chunk = draw(st.one_of(st.just(-1), st.integers(1, 4).map(lambda n: n * page),
+                           st.sampled_from([256, 1024, 8192]).map(lambda c: max(c // page, 1) * page)))
     n = draw(st.integers(1, 40))
     i_max = draw(st.integers(1, 1500))
     o_max = draw(st.integers(1, 150))

@@ -227,6 +227,7 @@ def check_fits(scenario: Scenario) -> None:
     hw = scenario_hardware(scenario)   # the profile's hardware block, read once for both checks
     check_hardware(scenario, hw)
     _check_dp_divides_tp(scenario)
+    _check_chunk_pages(scenario)
     if w.kind in ("trace", "multi_turn"):
         # lengths are in the file / grow with each turn: every row and turn is checked here,
         # against the context and the pools, before the first simulated event
@@ -562,6 +563,27 @@ def check_hardware(scenario: Scenario, hw: Hardware | None) -> None:
                           f"{loaded}weights per rank leave no KV pool on one {hw.gpu or hw.platform} "
                           f"({_gib((hw.memory_mib or 0) * 2**20)}) at mem_fraction_static {mfs}: SGLang stops at start "
                           "('Not enough memory'); use more TP ranks (--tp)" + _narrower_dtype(scenario))
+
+
+def _check_chunk_pages(scenario: Scenario) -> None:
+    """Refuse a chunk budget that is not whole pages, as SGLang 0.5.23 refuses to start
+    (arg_groups/validation_hook.py ``check_server_args``: "chunked_prefill_size must be
+    divisible by page_size", on the resolved arguments, so on the page size SGLang's backend or
+    model override sets; with DP attention on each rank's ``chunked_prefill_size // dp_size``,
+    which arg_groups/parallel_hook.py ``_handle_data_parallelism`` divides first;
+    :func:`sim.server_args.chunk_pages_refusal`). Checked with the run's other start-up checks,
+    after the DP size's own, so the simulator's own unit runs may still cut chunks of any size
+    at page boundaries."""
+    from specsched.sim.server_args import chunk_pages_refusal
+
+    servers = [("server", scenario.server)]
+    if scenario.server.disaggregation is not None:
+        servers += [(f"server.disaggregation.{r}.server", scenario.server.role_server(r)) for r in ("prefill", "decode")]
+    for where, s in servers:
+        ranks = s.dp_size if s.enable_dp_attention else 1
+        why = chunk_pages_refusal(s.chunked_prefill_size, s.page_size, ranks, s.disaggregation_mode)
+        if why is not None:
+            raise ConfigError(scenario_file(scenario), f"{where}.chunked_prefill_size", s.chunked_prefill_size, why)
 
 
 def _check_dp_divides_tp(scenario: Scenario) -> None:

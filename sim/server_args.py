@@ -89,6 +89,10 @@ MAX_POOL_TOKENS = 2**63 - 1
 """Largest ``max_total_num_tokens`` a scenario (or a result line's server_info) may state: the
 pool is an int64 token count wherever the simulator computes with it (sim/served.py
 ``output_cut``); 2**63 raised OverflowError mid-run, a traceback."""
+PRIORITY_POLICIES = frozenset({"fcfs", "lof"})
+"""The shipped schedule policies SGLang 0.5.23 runs with priority scheduling
+(arg_groups/validation_hook.py ``check_server_args`` asserts one of them at start-up); a
+policy class of the user's own is the user's to order by priority."""
 CHAIN_PARAM_KEYS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 """The chain drafter's settings SGLang chooses itself when none of them is given."""
 AUTO_SPEC_WIDE_ARCHS = frozenset({"LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM"})
@@ -212,6 +216,25 @@ def swa_pool_tokens(max_total_num_tokens: int, page_size: int, ratio: float) -> 
     return int(max_total_num_tokens // p * p * ratio) // p * p
 
 
+def chunk_pages_refusal(chunk: int, page: int, ranks: int, mode: str = "null") -> str | None:
+    """Why SGLang 0.5.23 refuses to start with ``chunked_prefill_size`` ``chunk`` over pages of
+    ``page`` tokens, or None: arg_groups/validation_hook.py ``check_server_args`` asserts the
+    chunk divisible by page_size when chunking is on and the server is not a disaggregated
+    decode server (``mode``). It checks the resolved value, which with DP attention over
+    ``ranks`` ranks is each rank's ``chunk // ranks`` (arg_groups/parallel_hook.py
+    ``_handle_data_parallelism`` divides it first)."""
+    if chunk <= 0 or mode == "decode":
+        return None
+    per_rank = chunk // ranks
+    if per_rank % page == 0:
+        return None
+    lo, hi = per_rank // page * page * ranks, (per_rank // page + 1) * page * ranks
+    where = f" (each of the {ranks} DP-attention ranks gets {per_rank})" if ranks > 1 else ""
+    return (f"must be a multiple of server.page_size ({page}){where}, as SGLang refuses to start otherwise "
+            "(chunked_prefill_size must be divisible by page_size); allowed e.g. "
+            + (f"{lo} or {hi}" if lo > 0 else f"{hi}"))
+
+
 def chain_window_reset(algorithm: Any, steps: Any, topk: Any) -> int | None:
     """The verify window SGLang 0.5.23 gives a chain drafter without a tree in place of its
     ``speculative_num_draft_tokens``, ``speculative_num_steps + 1``, else None: a chain
@@ -262,7 +285,7 @@ class ServerArgs(BaseModel):
     disable_radix_cache: bool = Field(False, description="Turn the radix prefix cache off (prompts that share prefixes recompute them).")
     sglang_semantics: str = Field("0.5.23", description="Which SGLang build's scheduling rules apply (sim/semantics.py): 0.5.23 or mi355x-dsv41.")
     semantics_rules: dict[str, Any] = Field(default_factory=dict, description="Single rules overriding the preset's (sim/semantics.py SemanticsRules).")
-    schedule_conservativeness: float = Field(1.0, gt=0, description="Scales the initial new_token_ratio (0.7 x this).")
+    schedule_conservativeness: float = Field(1.0, ge=0, description="Scales the initial new_token_ratio (0.7 x this, at most 1); 0 reserves nothing for the running requests' outputs at admission. Non-negative, as SGLang asserts (arg_groups/validation_hook.py check_server_args).")
     enable_mixed_chunk: bool = Field(False, description="Decode requests ride in extend batches. Turned off with speculative_algorithm standalone, as SGLang does (its STANDALONE cannot mix).")
     cuda_graph_max_bs: int = Field(256, ge=1, description="Largest batch replayed as a graph; larger runs eager.")
     speculative_algorithm: SpecAlgorithm = Field(SpecAlgorithm.none, strict=False, description="SGLang's names, any case (EAGLE = eagle).")
@@ -579,6 +602,13 @@ class ServerArgs(BaseModel):
         if self.retraction_policy == "priority" and not self.enable_priority_scheduling:
             raise FieldError("server.retraction_policy", self.retraction_policy,
                              "priority needs server.enable_priority_scheduling: true (as SGLang requires); or length")
+        if self.enable_priority_scheduling and self.schedule_policy not in PRIORITY_POLICIES and ":" not in self.schedule_policy:
+            # sglang 0.5.23 arg_groups/validation_hook.py check_server_args: "To use priority
+            # scheduling, schedule_policy must be 'fcfs' or 'lof'" (an assert at start-up)
+            raise FieldError("server.schedule_policy", self.schedule_policy,
+                             "cannot run with server.enable_priority_scheduling: true, as SGLang refuses to start "
+                             "(priority scheduling takes fcfs or lof only); pick fcfs or lof, or turn priority "
+                             "scheduling off")
         if self.schedule_policy == "shortest-prefill-first" and self.disable_radix_cache:
             # sglang 0.5.23 schedule_policy.py SchedulePolicy._validate_and_adjust_policy: lpm and
             # dfs-weight fall back to fcfs without a tree cache, shortest-prefill-first refuses to start

@@ -52,6 +52,12 @@ SCENARIO_CASES = [
     ("ngram", {"speculative_algorithm: dspark": "speculative_algorithm: NGRAM"}, "server.speculative_algorithm"),
     ("dp-replicas-load-aware", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  dp_size: 4\n  load_balance_method: total_requests"},
      "server.load_balance_method"),
+    # sglang 0.5.23 arg_groups/validation_hook.py check_server_args: chunked_prefill_size must be
+    # divisible by page_size; priority scheduling takes fcfs or lof only
+    ("chunk-not-whole-pages", {"chunked_prefill_size: 16384": "chunked_prefill_size: 1000\n  page_size: 16"},
+     "server.chunked_prefill_size"),
+    ("priority-lpm", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  enable_priority_scheduling: true\n  schedule_policy: lpm"},
+     "server.schedule_policy"),
     ("dp-chunk-below-page", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16\n  page_size: 16\n  dp_size: 2\n  enable_dp_attention: true"},
      "server.chunked_prefill_size"),
     ("sync-mode", {"sync_mode: host_block": "sync_mode: spin"}, "server.sync_mode"),

@@ -48,7 +48,7 @@ MULTI_TURN_CASE = (
 EAGLE_TOPUP_BESIDE_CHUNK = (
     {"name": "t", "profile": "fuzz", "seed": 3,
      "server": {"speculative_algorithm": "eagle", "speculative_num_draft_tokens": 4, "speculative_num_steps": 3,
-                "speculative_eagle_topk": 2, "page_size": 16, "chunked_prefill_size": 20, "enable_mixed_chunk": True,
+                "speculative_eagle_topk": 2, "page_size": 16, "chunked_prefill_size": 16, "enable_mixed_chunk": True,
                 "max_running_requests": 2, "max_total_num_tokens": 309, "enable_overlap_schedule": False},
      "workload": {"kind": "burst", "num_requests": 7, "input_len": {"kind": "uniform", "value": 127, "range_ratio": 0.5},
                   "output_len": {"kind": "uniform", "value": 4, "range_ratio": 1.0}},

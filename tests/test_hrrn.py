@@ -60,14 +60,12 @@ def test_sort_by_hrrn_on_a_hand_built_queue():
 
 def test_hrrn_is_fcfs_without_a_prefix_cache():
     # _validate_and_adjust_policy: with the tree cache disabled the policy becomes FCFS
-    # (and FCFS with priority scheduling sorts by priority, then entry order)
+    # (priority scheduling does not reach it: check_server_args takes fcfs or lof only)
     w = [_req(0, 1000, 0), _req(1, 10, 0)]
     ctx = QueueContext(prefix_cache=None, processed_tokens=5000)
     assert rids(Hrrn().order(w, ctx)) == [0, 1]
-    w[1].priority = 9
-    pol = make_queue_order(ServerArgs(schedule_policy="hrrn", disable_radix_cache=True,
-                                      enable_priority_scheduling=True))
-    assert rids(pol.order(w, ctx)) == [1, 0]
+    pol = make_queue_order(ServerArgs(schedule_policy="hrrn", disable_radix_cache=True))
+    assert rids(pol.order(w, ctx)) == [0, 1]
 
 
 @settings(max_examples=80, deadline=None)
@@ -237,18 +235,18 @@ def test_hrrn_above_128_waiting_is_fcfs_over_the_queue_the_last_sort_left():
 
 
 @pytest.mark.parametrize("policy", ["lpm", "dfs-weight", "hrrn"])
-def test_a_cache_aware_policy_without_a_cache_is_fcfs_with_priority_order(policy):
+def test_a_cache_aware_policy_without_a_cache_is_fcfs(policy):
     # _validate_and_adjust_policy turns lpm, dfs-weight and hrrn into FCFS when the tree cache
-    # is disabled, and calc_priority then sorts FCFS by priority (_sort_by_priority_and_fcfs);
-    # lpm and dfs-weight returned the queue as it stood
+    # is disabled; lpm and dfs-weight return the queue as it stood. Priority scheduling cannot
+    # be on with them: sglang 0.5.23 arg_groups/validation_hook.py check_server_args takes fcfs
+    # or lof only (tests/test_startup_checks.py)
     w = [_req(0, 1000, 0), _req(1, 10, 0), _req(2, 10, 0)]
     w[2].priority = 9
     ctx = QueueContext(prefix_cache=None, processed_tokens=0)
-    pol = make_queue_order(ServerArgs(schedule_policy=policy, disable_radix_cache=True,
-                                      enable_priority_scheduling=True))
-    assert rids(pol.order(w, ctx)) == [2, 0, 1]
     plain = make_queue_order(ServerArgs(schedule_policy=policy, disable_radix_cache=True))
     assert rids(plain.order(w, ctx)) == [0, 1, 2]
+    with pytest.raises(ValueError, match="fcfs or lof only"):
+        ServerArgs(schedule_policy=policy, disable_radix_cache=True, enable_priority_scheduling=True)
 
 
 def test_the_stale_count_is_the_same_through_a_collapsed_decode_stretch():
