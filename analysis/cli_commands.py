@@ -643,8 +643,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from specsched.analysis.sweep import check_point
 
     loaded: set[tuple[str, str]] = set()
-    for arm, over in points:   # a point `run` would refuse: one line before any note
-        check_point(load_scenario_with_overrides(args.scenario, arm, over), loaded)
+    for arm, over in points:   # a point `run` would refuse: one line before any note (layered as run_sweep)
+        check_point(load_scenario_with_overrides(args.scenario, arm, {k: over[k] for k in axes}, fixed=base), loaded)
     for note in unread_everywhere(args.scenario, points, [*base, *axes]):
         print(note, file=sys.stderr)
     from specsched.sim.sglang_launch_args import is_inert, unmodelled

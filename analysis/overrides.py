@@ -218,8 +218,18 @@ def _rederive_turn_count(data: dict[str, Any], overrides: Mapping[str, Any]) -> 
     return {**data, "workload": {k: v for k, v in wl.items() if k != "num_requests"}}
 
 
+def _merge_layer(data: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` (a scenario's dump) with one layer of dotted overrides merged in: a moved verify
+    window or draft tree carries the acceptance ``data`` states from where ``data`` runs
+    (:func:`sim.config.pin_acceptance_window`, :func:`sim.config.pin_acceptance_tree`), and
+    an acceptance source given replaces the one stated."""
+    over = nest(overrides)
+    return deep_merge(data, replace_acceptance_source(pin_acceptance_tree(data, pin_acceptance_window(data, over))))
+
+
 def load_scenario_with_overrides(
-    path: str | Path, arm: str = "base", overrides: Mapping[str, Any] | Iterable[str] | None = None
+    path: str | Path, arm: str = "base", overrides: Mapping[str, Any] | Iterable[str] | None = None,
+    fixed: Mapping[str, Any] | None = None,
 ) -> Scenario:
     """Load a scenario, apply ``arm`` (as :func:`sim.config.load_scenario`), then the overrides.
 
@@ -228,6 +238,14 @@ def load_scenario_with_overrides(
         arm: an arm of the file (``base`` = no arm override).
         overrides: dotted key -> value (already parsed), or ``"key=value"`` strings (values
             YAML-parsed). Overrides win over the arm's settings.
+        fixed: dotted key -> value applied before ``overrides``, as a layer of its own: a
+            sweep's ``--set`` keys, which make the scenario every grid point starts from. A
+            grid point that moves the verify window then carries the acceptance from the
+            window of the file with ``fixed`` in it: ``--set speculative_algorithm=dspark
+            --set acceptance.mean_accept_length=3`` with a window axis took 3.0 at every
+            window (the override stated the acceptance with the window beside it), where
+            the same keys written in the file carried it from the file's window. Keys that
+            ``overrides`` sets are left out of ``fixed``.
 
     Returns:
         The validated, frozen Scenario (``arm`` set, ``path`` = the file).
@@ -239,17 +257,20 @@ def load_scenario_with_overrides(
     from specsched.sim.defaults import resolve_loaded
 
     scenario = load_scenario(path, arm, resolve_defaults=False)
-    if overrides is None:
-        return resolve_loaded(scenario)
-    if not isinstance(overrides, Mapping):
+    if overrides is not None and not isinstance(overrides, Mapping):
         overrides = parse_overrides(overrides)
-    if not overrides:
+    overrides = dict(overrides or {})
+    fixed = {k: v for k, v in (fixed or {}).items() if k not in overrides}
+    layers = [layer for layer in (fixed, overrides) if layer]
+    if not layers:
         return resolve_loaded(scenario)
+    overrides = {**fixed, **overrides}   # every key set, for the checks and notes below
     for key, value in overrides.items():
         check_key(key, f"{path} (--set {key})", value)   # the override is the user's mistake, not the file
     data = scenario.model_dump(mode="json", exclude_unset=True)
-    data = _rederive_turn_count(data, overrides)
-    merged = deep_merge(data, replace_acceptance_source(pin_acceptance_tree(data, pin_acceptance_window(data, nest(overrides)))))
+    merged = _rederive_turn_count(data, overrides)
+    for layer in layers:
+        merged = _merge_layer(merged, layer)
     left_out = scenario._launch_args_left_out   # the file's: the dump above no longer has them
     window_given = scenario._window_given        # the file's written windows, reset in the dump
     values = scenario._launch_args_values

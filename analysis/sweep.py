@@ -455,8 +455,10 @@ def run_sweep(
     scenarios = []
     profiles: set[tuple[str, str]] = set()
     for p in points:
-        overrides = {k: v for k, v in p.items() if k != "arm"}
-        scenarios.append(check_point(load_scenario_with_overrides(path, p["arm"], overrides), profiles))
+        # the --set keys are the layer every point starts from, the grid's values the point's own
+        # (a moved window carries the acceptance from the --set scenario's window)
+        overrides = {k: v for k, v in p.items() if k in grid and k != "arm"}
+        scenarios.append(check_point(load_scenario_with_overrides(path, p["arm"], overrides, fixed=fixed), profiles))
     ids = [point_id(p) for p in points]
     order = {pid: i for i, pid in enumerate(ids)}
     sha = _file_sha(path)

@@ -222,6 +222,44 @@ def test_a_what_if_that_states_its_own_acceptance_or_keeps_the_window_is_left_al
     assert load_scenario(f, "base").acceptance.window is None
 
 
+@pytest.mark.parametrize("w", [4, 12])
+def test_a_sweeps_set_acceptance_is_carried_like_the_files(w, tmp_path):
+    """INV-WINDOW-CARRY across a sweep's layers: ``--set`` keys are the scenario every grid point
+    starts from, so a window axis carries the acceptance they state from their window, as it
+    carries one written in the file. Before, ``--set speculative_algorithm=dspark --set
+    acceptance.mean_accept_length=3`` over a window axis took 3.0 at every window (the point's
+    overrides stated the acceptance beside the window): windows 4 and 12 accepted the same."""
+    import yaml
+    from specsched.analysis.overrides import load_scenario_with_overrides
+    from specsched.analysis.sweep import run_sweep
+
+    raw = yaml.safe_load((H200 / "window4-lowacc.yaml").read_text())
+    raw["profile"] = str((H200 / raw["profile"]).resolve()) if raw["profile"].endswith(".yaml") else raw["profile"]
+    raw["server"] = {k: v for k, v in raw["server"].items() if not k.startswith("speculative_")}
+    raw.pop("acceptance", None)
+    raw.pop("arms", None)
+    raw["workload"]["num_requests"] = 4
+    f = tmp_path / "plain.yaml"
+    f.write_text(yaml.safe_dump(raw))
+    fixed = {"server.speculative_algorithm": "dspark", "acceptance.mean_accept_length": 3.0}
+    point = {"server.speculative_num_draft_tokens": w}
+    layered = load_scenario_with_overrides(f, "base", point, fixed=fixed)
+    written = dict(raw, server={**raw["server"], "speculative_algorithm": "dspark"},
+                   acceptance={"mean_accept_length": 3.0})
+    g = tmp_path / "dspark.yaml"
+    g.write_text(yaml.safe_dump(written))
+    in_file = load_scenario_with_overrides(g, "base", point)
+    assert layered.acceptance == in_file.acceptance and layered.acceptance.window not in (None, w)
+    mean = AcceptanceModel(layered.acceptance, w, seed=1).mean
+    assert (mean < 3.0) if w < layered.acceptance.window else (mean > 3.0)
+    # the sweep builds its points so
+    report = run_sweep(str(f), {"server.speculative_num_draft_tokens": [w]}, 1, tmp_path / "s.parquet",
+                       overrides=fixed, executor=None, max_workers=1)
+    assert not report.failed
+    t = report.table
+    assert t.loc[t["metric"] == "accept_length", "value"].iloc[0] == pytest.approx(mean, rel=0.15)
+
+
 def test_prepared_draws_are_the_lazy_draws_and_make_none_later(monkeypatch):
     cfg = AcceptanceConfig(mean_accept_length=3.2, request_spread=0.26)
     lazy, ready = AcceptanceModel(cfg, 6, 7), AcceptanceModel(cfg, 6, 7)
