@@ -366,7 +366,7 @@ UNREAD_WITHOUT: list[tuple[str, Any, str]] = [
      "read only by server.admission_delay demand_observed"),
     ("acceptance", _spec_on, "read only with speculative decoding; server.speculative_algorithm is none"),
     *((f"server.{k}", _spec_on, "read only with speculative decoding; server.speculative_algorithm is none")
-      for k in ("speculative_num_draft_tokens", "speculative_eagle_topk")),
+      for k in ("speculative_num_draft_tokens", "speculative_eagle_topk", "speculative_num_steps")),
     ("server.speculative_num_draft_tokens", _window_read,
      "a chain drafter without a tree (speculative_eagle_topk 1) verifies speculative_num_steps + 1 positions, "
      "the window SGLang resets it to (arg_groups/speculative_hook.py _handle_eagle_family): vary "

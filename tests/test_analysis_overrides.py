@@ -158,6 +158,7 @@ UNREAD_CASES = [
     # the drafter's shape, the publish wait and the DSpark slot expansion without speculation
     ("poisson8b-fixed", "server.speculative_num_draft_tokens", 6),
     ("poisson8b-fixed", "server.speculative_eagle_topk", 4),
+    ("poisson8b-fixed", "server.speculative_num_steps", 3),
     ("poisson8b-fixed", "server.sync_mode", "host_block"),
     ("poisson8b-fixed", "server.prefill_slot_expansion_sync", True),
 ]
