@@ -116,9 +116,10 @@ def test_grids_grow_with_batch_tokens_and_context(prof: dict) -> None:
     assert ext[-1].sum() > ext[0].sum(), ext  # 1024 vs 16 tokens
     for kind in ("verify", "decode", "draft_step"):
         s = np.array(g[kind]["seconds"])
-        # batch 16 vs the cheaper of batches 1 and 2: a load spike only lengthens a timing, and
-        # one took batch 1's row to 12 ms against batch 16's 10 (the grid grew from batch 2 on)
-        assert s[-1].sum() > s[:2].sum(axis=1).min(), (kind, s)
+        # batch 16 vs batches 1 and 2, each side's cheapest timing: a load spike only lengthens
+        # a timing (one took batch 1's row to 12 ms against batch 16's 10; in another run two
+        # spikes, one in each of batch 1's and 2's rows, took both row sums above batch 16's)
+        assert s[-1].min() > s[:2].min(), (kind, s)
         # context 512 vs 64 at batch 8-16, the cheaper of the two rows on each side: a spike
         # took draft_step's two context-64 timings to 14.7 ms against 8.6 at 512 in a loaded run
         assert s[-2:, -1].min() > s[-2:, 0].min(), (kind, s)
