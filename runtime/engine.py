@@ -253,6 +253,33 @@ def _served_key(specs: list) -> list:
     return [replace(s, tokens=None, arrival_s=None) for s in specs]
 
 
+def device_kv_shape(srv: Any, specs: list) -> tuple[int, int, int]:
+    """(positions per request row, request rows, device KV slots) the runtime allocates for a
+    server and its served requests, so that the device holds whatever the scheduler's KV
+    ledger holds (:meth:`RuntimeEngine._sync_kv` mirrors it slot for slot).
+
+    - A row maps a request's positions: its longest prompt + output, plus what speculative
+      decoding keeps reserved past the committed KV (``ServerArgs.spec_kv_reserve``: with an
+      EAGLE tree on pages that is 2 x whole pages x topk, far above 4 windows), in whole pages
+      (a request holds ceil_page of its KV on a paged pool), plus a page and 64 positions of
+      margin (an aborted row runs 1 + 1).
+    - The pool is ``max_total_num_tokens``, no more than the rows can map plus what the radix
+      cache can keep after its requests leave: every token it holds was served by a request
+      that gives token ids (sim/scheduler.py ``_cache_finished`` caches only those), so their
+      total bounds it. With shared prefixes and few rows the tree held more than the rows
+      could map and the device pool ran out (``PoolExhausted``) where the simulator ran.
+
+    Returns: ints; the slot count includes the padding slot 0."""
+    page = max(1, srv.page_size)
+    longest = max(sum(s.served_lengths) for s in specs)
+    reserve = max(4 * srv.spec_window, srv.spec_kv_reserve)
+    max_ctx = -(-(longest + reserve) // page) * page + page + 64
+    max_reqs = srv.max_running_requests + 8
+    cacheable = 0 if srv.disable_radix_cache else sum(sum(s.served_lengths) for s in specs if s.tokens is not None)
+    slots = min(srv.max_total_num_tokens, max_reqs * max_ctx + cacheable) + 1
+    return max_ctx, max_reqs, slots
+
+
 WARMUP_PROMPT = 64
 """Prompt tokens of the warm-up request (:meth:`RuntimeEngine._warm_requests`), fewer when
 the KV pool holds less."""
@@ -260,7 +287,8 @@ the KV pool holds less."""
 
 def check_runnable(scenario: Scenario) -> None:
     """Refuse, in one line and before any model is built, a scenario whose features the
-    runtime does not run (docs/runtime.md "Simulated only"): prefill-decode disaggregation,
+    runtime does not run (docs/runtime.md "Simulated only"): a chunk budget of part pages
+    (SGLang refuses to start: :func:`sim.limits.check_chunk_pages`), prefill-decode disaggregation,
     DP attention over more than one rank (one device runs one rank), data-parallel replicas, and a
     request that can never fit the KV pool (:func:`sim.limits.check_pool`) or is longer than
     the server's context length (:func:`sim.limits.check_context`: ``server.context_length``,
@@ -271,7 +299,7 @@ def check_runnable(scenario: Scenario) -> None:
         ConfigError: naming the scenario file, the key, its value and what the runtime runs.
     """
     from specsched.sim.errors import ConfigError
-    from specsched.sim.limits import check_context, check_pool
+    from specsched.sim.limits import check_chunk_pages, check_context, check_pool
 
     srv, file = scenario.server, str(scenario.path or scenario.name)
     if srv.disaggregation is not None:
@@ -286,6 +314,7 @@ def check_runnable(scenario: Scenario) -> None:
                           "data-parallel replicas are simulated only: the runtime runs one server on one device; "
                           "measure one replica with dp_size: 1 (and 1/dp_size of the request rate), or predict with "
                           "specsched run")
+    check_chunk_pages(scenario)   # SGLang starts only with whole-page chunks, as `specsched run` refuses others
     check_pool(scenario)
     check_context(scenario)   # a request past the server's context length, as `specsched run` refuses it
     need = 1 + 4 * srv.spec_window   # a 1-token warm-up prompt and its verify windows (_warm_requests)
@@ -349,11 +378,7 @@ class RuntimeEngine(LoopHost):
         # the requests the simulator runs for this scenario: a trace's outputs cut as SGLang
         # cuts them (sim/served.py served_requests)
         self.specs, self.output_cuts = served_for(scenario, self.seed)
-        max_ctx = max(sum(s.served_lengths) for s in self.specs) + 4 * self.window + 64   # aborted rows run 1 + 1
-        max_reqs = srv.max_running_requests + 8
-        # the device pool holds what the scheduler's KV ledger holds (RuntimeEngine._sync_kv),
-        # so max_total_num_tokens bounds it; no more than the rows can ever map (+ padding)
-        slots = min(srv.max_total_num_tokens, max_reqs * max_ctx) + 1
+        max_ctx, max_reqs, slots = device_kv_shape(srv, self.specs)
         est = estimate(PRESETS[preset], PRESETS[draft_preset(preset)] if srv.speculative_algorithm.enabled else None,
                        slots=slots, max_reqs=max_reqs, max_context=max_ctx, window=self.window,
                        chunk_tokens=min(max(s.served_lengths[0] for s in self.specs), srv.chunked_prefill_size

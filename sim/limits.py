@@ -227,7 +227,7 @@ def check_fits(scenario: Scenario) -> None:
     hw = scenario_hardware(scenario)   # the profile's hardware block, read once for both checks
     check_hardware(scenario, hw)
     _check_dp_divides_tp(scenario)
-    _check_chunk_pages(scenario)
+    check_chunk_pages(scenario)
     if w.kind in ("trace", "multi_turn"):
         # lengths are in the file / grow with each turn: every row and turn is checked here,
         # against the context and the pools, before the first simulated event
@@ -565,7 +565,7 @@ def check_hardware(scenario: Scenario, hw: Hardware | None) -> None:
                           "('Not enough memory'); use more TP ranks (--tp)" + _narrower_dtype(scenario))
 
 
-def _check_chunk_pages(scenario: Scenario) -> None:
+def check_chunk_pages(scenario: Scenario) -> None:
     """Refuse a chunk budget that is not whole pages, as SGLang 0.5.23 refuses to start
     (arg_groups/validation_hook.py ``check_server_args``: "chunked_prefill_size must be
     divisible by page_size", on the resolved arguments, so on the page size SGLang's backend or

@@ -43,3 +43,19 @@ def test_a_request_within_the_context_is_measured(tmp_path, capsys, monkeypatch)
     monkeypatch.chdir(tmp_path)
     assert main(["measure", _scenario(tmp_path, 20, 8), "--preset", "tiny", "--device", "cpu", "--out", "out", "-q"]) == 0
     assert (tmp_path / "out" / "summary.json").is_file()
+
+
+def test_a_chunk_of_part_pages_is_refused_by_measure_as_by_run(tmp_path, capsys, monkeypatch):
+    """SGLang refuses to start with a chunk that is not whole pages (arg_groups/validation_hook.py
+    ``check_server_args``); ``measure`` (and so ``validate``) ran such a server, which ``run``
+    refuses (sim/limits.py ``check_chunk_pages``)."""
+    monkeypatch.chdir(tmp_path)
+    s = _scenario(tmp_path, 8, 4)
+    raw = yaml.safe_load(open(s))
+    raw["server"].update(page_size=16, chunked_prefill_size=100)
+    open(s, "w").write(yaml.safe_dump(raw))
+    assert main(["run", s]) == 2
+    said_by_run = capsys.readouterr().err.strip()
+    assert main(["measure", s, "--preset", "tiny", "--device", "cpu", "--out", "out", "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0] == said_by_run and "server.chunked_prefill_size = 100" in err[0], err

@@ -413,3 +413,40 @@ def test_a_paged_prefix_from_the_cache_gives_the_tokens_of_the_whole_prompt_alon
     assert torch.equal(pool.req_to_token[rows["c"], :n], pool.req_to_token[rows["a"], :n])
     assert pool.tree_slots == len(slots) == cache.total_size == 48 + 48 - n
     _decodes_as_alone_then_frees_every_slot(r, rows, prompts, tuple(prompts), cache, node_a, slots)
+
+
+@pytest.mark.parametrize("spec", [None, "dspark"])
+def test_a_tree_larger_than_the_rows_can_map_fits_the_device_pool(monkeypatch, spec):
+    """INV-POOL with one running request and a pool far above what its rows map: the tree keeps
+    every finished request's prompt (SGLang cache_finished_req), 12 groups of 3 (12 x 100 +
+    36 x 40 = 2,640 tokens), more than 9 rows of one request's positions map. The device pool
+    was sized to the rows (``PoolExhausted: need 1 KV slots, 0 free``) where the simulator ran
+    (runtime/engine.py ``device_kv_shape``)."""
+    _both(monkeypatch, {"max_running_requests": 1, "max_total_num_tokens": 8192, "chunked_prefill_size": 256,
+                        "max_prefill_tokens": 256},
+          {"shared_prefix": {"num_groups": 12, "prompts_per_group": 3, "system_prompt_len": 100, "question_len": 40},
+           "output_len": {"kind": "fixed", "value": 50}}, spec=spec)
+
+
+@pytest.mark.parametrize(("page", "spec"), [(256, "dspark"), (256, None), (512, None), (16, "eagle-tree4")])
+def test_whole_pages_and_a_tree_drafters_reserve_fit_the_rows(page, spec):
+    """A request holds whole pages (ceil_page of its KV) and an EAGLE tree on pages keeps
+    2 x pages x topk positions past its committed KV (ServerArgs.spec_kv_reserve, SGLang
+    get_alloc_len_per_decode): each row maps that many positions, and the pool covers every
+    row's pages; the runtime then makes the simulator's plans. Rows sized prompt + output +
+    4 windows + 64 refused them (``position 287 beyond max_context 256``; ``PoolExhausted:
+    need 256 KV slots, 0 free`` for 16 requests of 80 tokens on 256-token pages)."""
+    spec_args = {"dspark": SPEC["dspark"], None: {},
+                 "eagle-tree4": {**SPEC["eagle-tree"], "speculative_eagle_topk": 4}}[spec]
+    n = 2 if page == 512 else 16
+    sc = Scenario.model_validate({
+        "name": "t", "profile": "tiny", "seed": 1,
+        "server": {"max_running_requests": 16, "max_total_num_tokens": 8192, "chunked_prefill_size": page,
+                   "page_size": page, "cuda_graph_max_bs": 16, **spec_args},
+        "workload": {"kind": "burst", "num_requests": n, "input_len": {"kind": "fixed", "value": 32},
+                     "output_len": {"kind": "fixed", "value": 48}},
+        "acceptance": {"mean_accept_length": 2.2, "request_spread": 0.3}})
+    measured = RuntimeEngine(sc, preset="tiny", device="cpu", warmup=False).run()
+    simulated = SimEngine(sc, tiny_profile(ingest_per_request_s=0.0)).run()
+    assert measured.steps[PLAN_COLS].reset_index(drop=True).equals(simulated.steps[PLAN_COLS].reset_index(drop=True))
+    assert measured.summary["completed"] == simulated.summary["completed"] == n
