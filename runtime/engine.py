@@ -264,9 +264,10 @@ def device_kv_shape(srv: Any, specs: list) -> tuple[int, int, int]:
       (a request holds ceil_page of its KV on a paged pool), plus a page and 64 positions of
       margin (an aborted row runs 1 + 1).
     - The pool is ``max_total_num_tokens``, no more than the rows can map plus what the radix
-      cache can keep after its requests leave: every token it holds was served by a request
-      that gives token ids (sim/scheduler.py ``_cache_finished`` caches only those), so their
-      total bounds it. With shared prefixes and few rows the tree held more than the rows
+      cache can keep after its requests leave: every token it holds is on the path of a
+      request that gives token ids (sim/scheduler.py ``_cache_finished`` caches only those),
+      so the tree of all their sequences bounds it (shared prefixes counted once, as the
+      cache holds them). With shared prefixes and few rows the tree held more than the rows
       could map and the device pool ran out (``PoolExhausted``) where the simulator ran.
 
     Returns: ints; the slot count includes the padding slot 0."""
@@ -275,7 +276,15 @@ def device_kv_shape(srv: Any, specs: list) -> tuple[int, int, int]:
     reserve = max(4 * srv.spec_window, srv.spec_kv_reserve)
     max_ctx = -(-(longest + reserve) // page) * page + page + 64
     max_reqs = srv.max_running_requests + 8
-    cacheable = 0 if srv.disable_radix_cache else sum(sum(s.served_lengths) for s in specs if s.tokens is not None)
+    cacheable = 0
+    if not srv.disable_radix_cache:
+        from specsched.sim.radix_cache import RadixCache
+
+        union = RadixCache(page)
+        for s in specs:
+            if s.tokens is not None:
+                union.insert(s.tokens)
+        cacheable = union.evictable_size
     slots = min(srv.max_total_num_tokens, max_reqs * max_ctx + cacheable) + 1
     return max_ctx, max_reqs, slots
 
