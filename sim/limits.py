@@ -342,12 +342,17 @@ def _check_largest_request(scenario: Scenario, hw: Hardware | None) -> None:
             check_request_pool(file, decode, "server.disaggregation.decode.server", i, o_served, w.ignore_eos)
             check_decode_prealloc(file, decode, i, o_served)
     except ConfigError as e:
-        if e.key != "workload.output_len" or o_served == o:
-            raise
-        # name the output the scenario asks for; the check was of SGLang's cut of it
-        raise ConfigError(e.file, e.key, o, f"SGLang cuts it to {o_served} (scheduler.py init_req_max_new_tokens), "
-                          f"and {e.allowed}") from None
+        raise _asked_output(e, o, o_served) from None
     _check_context(scenario, hw, i, o)   # the tokenizer rejects prompt + max_new_tokens past it: no cut
+
+
+def _asked_output(e: ConfigError, asked: int, served: int) -> ConfigError:
+    """A pool refusal of SGLang's cut of the output (``served`` tokens) naming the output the
+    scenario asks for (``asked``) and the cut; ``e`` itself for any other refusal."""
+    if e.key != "workload.output_len" or served == asked:
+        return e
+    return ConfigError(e.file, e.key, asked, f"SGLang cuts it to {served} (scheduler.py init_req_max_new_tokens), "
+                       f"and {e.allowed}")
 
 
 def _from_histogram(scenario: Scenario, e: ConfigError) -> ConfigError:
@@ -389,11 +394,11 @@ def check_pool(scenario: Scenario) -> None:
 
     i, o = largest_request(scenario)
     # the output as SGLang cuts it (served_requests), as check_fits checks it
-    o = int(trace_output_cut(scenario, np.array([i]), np.array([o]), scenario_hardware(scenario))[0])
+    o_served = int(trace_output_cut(scenario, np.array([i]), np.array([o]), scenario_hardware(scenario))[0])
     try:
-        check_request_pool(scenario_file(scenario), scenario.server, "server", i, o, w.ignore_eos)
+        check_request_pool(scenario_file(scenario), scenario.server, "server", i, o_served, w.ignore_eos)
     except ConfigError as e:
-        raise _from_histogram(scenario, e) from None
+        raise _from_histogram(scenario, _asked_output(e, o, o_served)) from None
 
 
 def check_trace_rows(scenario: Scenario, hw: Hardware | None = None) -> None:

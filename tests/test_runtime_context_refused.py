@@ -59,3 +59,20 @@ def test_a_chunk_of_part_pages_is_refused_by_measure_as_by_run(tmp_path, capsys,
     assert main(["measure", s, "--preset", "tiny", "--device", "cpu", "--out", "out", "-q"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0] == said_by_run and "server.chunked_prefill_size = 100" in err[0], err
+
+
+def test_a_cut_output_past_the_pool_is_named_by_measure_as_by_run(tmp_path, capsys, monkeypatch):
+    """An output SGLang cuts to what the pool holds and that still does not fit is named as the
+    scenario asks for it, with the cut, by ``measure`` as by ``run``: measure named the cut
+    (``workload.output_len = 26``), a value the scenario nowhere states."""
+    monkeypatch.chdir(tmp_path)
+    s = _scenario(tmp_path, 32, 48)
+    raw = yaml.safe_load(open(s))
+    raw["server"].update(max_total_num_tokens=60, context_length=4096)
+    raw["workload"]["ignore_eos"] = False
+    open(s, "w").write(yaml.safe_dump(raw))
+    assert main(["run", s]) == 2
+    said_by_run = capsys.readouterr().err.strip()
+    assert main(["measure", s, "--preset", "tiny", "--device", "cpu", "--out", "out", "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0] == said_by_run and "workload.output_len = 48: SGLang cuts it to" in err[0], err
