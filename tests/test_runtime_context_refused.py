@@ -26,17 +26,31 @@ def _scenario(tmp_path, inp: int, out: int) -> str:
     return str(p)
 
 
-@pytest.mark.parametrize("inp, out, key", [(40, 4, "workload.input_len = 40"), (20, 16, "workload.output_len = 16")])
-def test_a_request_past_the_context_is_refused_by_measure_as_by_run(tmp_path, capsys, monkeypatch, inp, out, key):
-    monkeypatch.chdir(tmp_path)
-    s = _scenario(tmp_path, inp, out)
+def _refused_alike(tmp_path, capsys, s: str, said: str) -> None:
+    """``run`` and ``measure`` refuse the scenario ``s`` with the same one line, which holds
+    ``said``, and measure writes nothing."""
     assert main(["run", s]) == 2
     said_by_run = capsys.readouterr().err.strip()
     before = set(tmp_path.iterdir())
     assert main(["measure", s, "--preset", "tiny", "--device", "cpu", "--out", "out", "-q"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0] == said_by_run and f"{s}: {key}:" in err[0], err
+    assert len(err) == 1 and err[0] == said_by_run and said in err[0], err
     assert set(tmp_path.iterdir()) == before
+
+
+def _with(s: str, server: dict, workload: dict | None = None) -> str:
+    raw = yaml.safe_load(open(s))
+    raw["server"].update(server)
+    raw["workload"].update(workload or {})
+    open(s, "w").write(yaml.safe_dump(raw))
+    return s
+
+
+@pytest.mark.parametrize("inp, out, key", [(40, 4, "workload.input_len = 40"), (20, 16, "workload.output_len = 16")])
+def test_a_request_past_the_context_is_refused_by_measure_as_by_run(tmp_path, capsys, monkeypatch, inp, out, key):
+    monkeypatch.chdir(tmp_path)
+    s = _scenario(tmp_path, inp, out)
+    _refused_alike(tmp_path, capsys, s, f"{s}: {key}:")
 
 
 def test_a_request_within_the_context_is_measured(tmp_path, capsys, monkeypatch):
@@ -50,15 +64,8 @@ def test_a_chunk_of_part_pages_is_refused_by_measure_as_by_run(tmp_path, capsys,
     ``check_server_args``); ``measure`` (and so ``validate``) ran such a server, which ``run``
     refuses (sim/limits.py ``check_chunk_pages``)."""
     monkeypatch.chdir(tmp_path)
-    s = _scenario(tmp_path, 8, 4)
-    raw = yaml.safe_load(open(s))
-    raw["server"].update(page_size=16, chunked_prefill_size=100)
-    open(s, "w").write(yaml.safe_dump(raw))
-    assert main(["run", s]) == 2
-    said_by_run = capsys.readouterr().err.strip()
-    assert main(["measure", s, "--preset", "tiny", "--device", "cpu", "--out", "out", "-q"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0] == said_by_run and "server.chunked_prefill_size = 100" in err[0], err
+    s = _with(_scenario(tmp_path, 8, 4), {"page_size": 16, "chunked_prefill_size": 100})
+    _refused_alike(tmp_path, capsys, s, "server.chunked_prefill_size = 100")
 
 
 def test_a_cut_output_past_the_pool_is_named_by_measure_as_by_run(tmp_path, capsys, monkeypatch):
@@ -66,13 +73,5 @@ def test_a_cut_output_past_the_pool_is_named_by_measure_as_by_run(tmp_path, caps
     scenario asks for it, with the cut, by ``measure`` as by ``run``: measure named the cut
     (``workload.output_len = 26``), a value the scenario nowhere states."""
     monkeypatch.chdir(tmp_path)
-    s = _scenario(tmp_path, 32, 48)
-    raw = yaml.safe_load(open(s))
-    raw["server"].update(max_total_num_tokens=60, context_length=4096)
-    raw["workload"]["ignore_eos"] = False
-    open(s, "w").write(yaml.safe_dump(raw))
-    assert main(["run", s]) == 2
-    said_by_run = capsys.readouterr().err.strip()
-    assert main(["measure", s, "--preset", "tiny", "--device", "cpu", "--out", "out", "-q"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0] == said_by_run and "workload.output_len = 48: SGLang cuts it to" in err[0], err
+    s = _with(_scenario(tmp_path, 32, 48), {"max_total_num_tokens": 60, "context_length": 4096}, {"ignore_eos": False})
+    _refused_alike(tmp_path, capsys, s, "workload.output_len = 48: SGLang cuts it to")
