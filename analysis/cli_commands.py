@@ -134,11 +134,11 @@ def _all_load(scenario: str, arm: str, base: dict[str, Any], key: str, values: l
     """Whether the scenario loads at every value of the sweep axis ``key`` (an unmodelled SGLang
     launch argument: each value that loads is one the model runs, so its points predict the
     same; one that does not is refused when its point runs, with no note before)."""
-    from specsched.analysis.overrides import load_scenario_with_overrides
+    from specsched.analysis.overrides import Layered, load_scenario_with_overrides
 
     try:
         for v in values:
-            load_scenario_with_overrides(scenario, arm, {**base, key: v})
+            load_scenario_with_overrides(scenario, arm, Layered({key: v}, base))
     except ConfigError:
         return False
     return True
@@ -599,6 +599,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     Ctrl-C and 143 after SIGTERM (finished runs saved; the same command resumes)."""
     from rich.console import Console
     from specsched.analysis.overrides import (
+        Layered,
         check_key,
         parse_grid,
         parse_overrides,
@@ -634,17 +635,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     first = {k: v[0] for k, v in axes.items()}   # the --set keys may need an axis to make a scenario
     for arm in arms:  # the largest point of each arm; a --grid axis wins over --set
         for combo in itertools.product(*files.values()):
-            point = {**base, **first, **({"workload.num_requests": max(sizes)} if sizes != [None] else {}),
-                     **dict(zip(files, combo, strict=True))}
+            point = Layered({**first, **({"workload.num_requests": max(sizes)} if sizes != [None] else {}),
+                             **dict(zip(files, combo, strict=True))}, base)
             check_workload(args.scenario, str(arm), point, args.max_requests, at_once)
-    points = [(str(arm), {**base, **dict(zip(axes, combo, strict=True))})
+    # each point's overrides on the --set layer, as run_sweep merges them (Layered)
+    points = [(str(arm), Layered(dict(zip(axes, combo, strict=True)), base))
               for arm in arms for combo in itertools.product(*axes.values())]
     from specsched.analysis.overrides import load_scenario_with_overrides
     from specsched.analysis.sweep import check_point
 
     loaded: set[tuple[str, str]] = set()
-    for arm, over in points:   # a point `run` would refuse: one line before any note (layered as run_sweep)
-        check_point(load_scenario_with_overrides(args.scenario, arm, {k: over[k] for k in axes}, fixed=base), loaded)
+    for arm, over in points:   # a point `run` would refuse: one line before any note
+        check_point(load_scenario_with_overrides(args.scenario, arm, over), loaded)
     for note in unread_everywhere(args.scenario, points, [*base, *axes]):
         print(note, file=sys.stderr)
     from specsched.sim.sglang_launch_args import is_inert, unmodelled
@@ -693,14 +695,14 @@ def _set_only(scenario: str, arm: str, base: dict[str, Any], first: dict[str, An
     ``--set server.speculative_algorithm=eagle --grid acceptance.mean_accept_length=2,3`` on a
     file without speculation has no acceptance until the axis gives one, and was refused
     before any point ran though every point is valid."""
-    from specsched.analysis.overrides import load_scenario_with_overrides
+    from specsched.analysis.overrides import Layered, load_scenario_with_overrides
 
     try:
         return load_scenario_with_overrides(scenario, arm, base)
     except ConfigError:
         if not first:
             raise
-        return load_scenario_with_overrides(scenario, arm, {**base, **first})
+        return load_scenario_with_overrides(scenario, arm, Layered(first, base))
 
 
 def sweep_defaults_differ(scenario: str, grid: dict[str, list[Any]], points: list[tuple[str, dict[str, Any]]]) -> str:

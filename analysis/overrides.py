@@ -218,6 +218,16 @@ def _rederive_turn_count(data: dict[str, Any], overrides: Mapping[str, Any]) -> 
     return {**data, "workload": {k: v for k, v in wl.items() if k != "num_requests"}}
 
 
+class Layered(dict):
+    """A point's dotted overrides (every key, the point's own winning) that also remember the
+    layer they start from (``fixed``: a sweep's ``--set`` keys), so that every check that loads
+    the point (:func:`load_scenario_with_overrides`) merges the two layers as the run does."""
+
+    def __init__(self, point: Mapping[str, Any], fixed: Mapping[str, Any]) -> None:
+        super().__init__({**fixed, **point})
+        self.fixed = dict(fixed)
+
+
 def _merge_layer(data: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     """``data`` (a scenario's dump) with one layer of dotted overrides merged in: a moved verify
     window or draft tree carries the acceptance ``data`` states from where ``data`` runs
@@ -239,13 +249,15 @@ def load_scenario_with_overrides(
         overrides: dotted key -> value (already parsed), or ``"key=value"`` strings (values
             YAML-parsed). Overrides win over the arm's settings.
         fixed: dotted key -> value applied before ``overrides``, as a layer of its own: a
-            sweep's ``--set`` keys, which make the scenario every grid point starts from. A
-            grid point that moves the verify window then carries the acceptance from the
-            window of the file with ``fixed`` in it: ``--set speculative_algorithm=dspark
-            --set acceptance.mean_accept_length=3`` with a window axis took 3.0 at every
-            window (the override stated the acceptance with the window beside it), where
-            the same keys written in the file carried it from the file's window. Keys that
-            ``overrides`` sets are left out of ``fixed``.
+            sweep's ``--set`` keys, which make the scenario every grid point starts from
+            (also given as :class:`Layered` overrides). A grid point that moves the verify
+            window then carries the acceptance from the window of the file with ``fixed``
+            in it: ``--set speculative_algorithm=dspark --set acceptance.mean_accept_length=3``
+            with a window axis took 3.0 at every window (the override stated the acceptance
+            with the window beside it), where the same keys written in the file carried it
+            from the file's window. A key both set: the point's value wins, the ``fixed``
+            one still places the acceptance (``--set ...num_draft_tokens=6`` with a window
+            axis carries it from window 6).
 
     Returns:
         The validated, frozen Scenario (``arm`` set, ``path`` = the file).
@@ -259,8 +271,10 @@ def load_scenario_with_overrides(
     scenario = load_scenario(path, arm, resolve_defaults=False)
     if overrides is not None and not isinstance(overrides, Mapping):
         overrides = parse_overrides(overrides)
-    overrides = dict(overrides or {})
-    fixed = {k: v for k, v in (fixed or {}).items() if k not in overrides}
+    if fixed is None:
+        fixed = getattr(overrides, "fixed", None)
+    fixed = dict(fixed or {})
+    overrides = {k: v for k, v in (overrides or {}).items() if k not in fixed or fixed[k] != v}
     layers = [layer for layer in (fixed, overrides) if layer]
     if not layers:
         return resolve_loaded(scenario)

@@ -235,12 +235,14 @@ defaults (:func:`client_cases`)."""
 def _dp_server(draw: Any, server: dict[str, Any]) -> dict[str, Any]:
     """Keys turning ``server`` (a plain server's arguments) into a DP-attention server:
     ``dp_size`` 2-4 and, where a rank's chunk (chunked_prefill_size // dp_size) would fall
-    below a page, a chunk of 1-4 pages per rank (ServerArgs refuses less)."""
+    below a page (ServerArgs refuses less) or not be whole pages (SGLang refuses to start:
+    sim/limits.py ``check_chunk_pages``), the nearest chunk of whole pages per rank, at
+    least one."""
     n = draw(st.sampled_from([2, 2, 3, 4]))
     out: dict[str, Any] = {"enable_dp_attention": True, "dp_size": n}
     c, page = server["chunked_prefill_size"], server["page_size"]
-    if c != -1 and c // n < page:
-        out["chunked_prefill_size"] = n * page * draw(st.integers(1, 4))
+    if c != -1 and (c // n < page or c // n % page):
+        out["chunked_prefill_size"] = n * page * max(1, round(c / n / page))
     if server["speculative_algorithm"] != "none":
         out["dp_spec_prefill_coordination"] = draw(st.booleans())
     return out

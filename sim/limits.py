@@ -581,9 +581,11 @@ def check_chunk_pages(scenario: Scenario) -> None:
     at page boundaries."""
     from specsched.sim.server_args import chunk_pages_refusal
 
+    # under disaggregation the top-level server is only the roles' template: the two servers
+    # SGLang launches are checked (a decode server is exempt), not the template
     servers = [("server", scenario.server)]
     if scenario.server.disaggregation is not None:
-        servers += [(f"server.disaggregation.{r}.server", scenario.server.role_server(r)) for r in ("prefill", "decode")]
+        servers = [(f"server.disaggregation.{r}.server", scenario.server.role_server(r)) for r in ("prefill", "decode")]
     for where, s in servers:
         ranks = s.dp_size if s.enable_dp_attention else 1
         why = chunk_pages_refusal(s.chunked_prefill_size, s.page_size, ranks, s.disaggregation_mode)
@@ -602,9 +604,11 @@ def _check_dp_divides_tp(scenario: Scenario) -> None:
     as before."""
     from specsched.sim.profile import load_profile
 
+    # under disaggregation the top-level server is only the roles' template: the two servers
+    # SGLang launches are checked (a decode server is exempt), not the template
     servers = [("server", scenario.server)]
     if scenario.server.disaggregation is not None:
-        servers += [(f"server.disaggregation.{r}.server", scenario.server.role_server(r)) for r in ("prefill", "decode")]
+        servers = [(f"server.disaggregation.{r}.server", scenario.server.role_server(r)) for r in ("prefill", "decode")]
     dp = [(where, s.dp_size) for where, s in servers if s.enable_dp_attention and s.dp_size > 1]
     if not dp:
         return

@@ -21,7 +21,7 @@ RETRACT_DECODE_STEPS = 20
 
 
 class NewTokenRatio:
-    """The scheduler's current new_token_ratio (dimensionless, in (0, 1])."""
+    """The scheduler's current new_token_ratio (dimensionless, in [0, 1]; 0 with schedule_conservativeness 0)."""
 
     __slots__ = ("init", "floor", "decay", "value")
 

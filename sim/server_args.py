@@ -285,7 +285,7 @@ class ServerArgs(BaseModel):
     disable_radix_cache: bool = Field(False, description="Turn the radix prefix cache off (prompts that share prefixes recompute them).")
     sglang_semantics: str = Field("0.5.23", description="Which SGLang build's scheduling rules apply (sim/semantics.py): 0.5.23 or mi355x-dsv41.")
     semantics_rules: dict[str, Any] = Field(default_factory=dict, description="Single rules overriding the preset's (sim/semantics.py SemanticsRules).")
-    schedule_conservativeness: float = Field(1.0, ge=0, description="Scales the initial new_token_ratio (0.7 x this, at most 1); 0 reserves nothing for the running requests' outputs at admission. Non-negative, as SGLang asserts (arg_groups/validation_hook.py check_server_args).")
+    schedule_conservativeness: float = Field(1.0, ge=0, description="Scales the initial new_token_ratio (0.7 x this, at most 1); 0 reserves nothing for the running requests' outputs at admission, until a retraction raises the ratio, which then stays (no decay from 0). Non-negative, as SGLang asserts (arg_groups/validation_hook.py check_server_args).")
     enable_mixed_chunk: bool = Field(False, description="Decode requests ride in extend batches. Turned off with speculative_algorithm standalone, as SGLang does (its STANDALONE cannot mix).")
     cuda_graph_max_bs: int = Field(256, ge=1, description="Largest batch replayed as a graph; larger runs eager.")
     speculative_algorithm: SpecAlgorithm = Field(SpecAlgorithm.none, strict=False, description="SGLang's names, any case (EAGLE = eagle).")

@@ -428,3 +428,33 @@ def _chain_file(tmp_path):
         "workload": {"kind": "burst", "num_requests": 2, "input_len": {"kind": "fixed", "value": 100},
                      "output_len": {"kind": "fixed", "value": 20}}}))
     return f
+
+
+def test_a_sweeps_checks_load_its_points_as_its_runs_do(tmp_path, capsys):
+    """Every check a sweep makes before its runs loads a point on the --set layer, as the runs
+    do: ``--set dspark --set acceptance=3`` over windows 2, 4, 8 was refused ('exceeds the
+    verify window, speculative_num_draft_tokens = 2') by the checks, which took the
+    acceptance at window 2, though each point carries it from the --set window; and a --set
+    window the grid also sets still places the acceptance (window 6 here, not dspark's 8)."""
+    import pandas as pd
+
+    from specsched.cli import main
+
+    path = str(H200 / "poisson-nospec.yaml")
+    common = ["--set", "server.speculative_algorithm=dspark", "--set", "acceptance.mean_accept_length=3",
+              "--set", "workload.num_requests=8", "--no-progress"]
+    out = tmp_path / "a.parquet"
+    assert main(["sweep", path, *common, "--grid", "server.speculative_num_draft_tokens=2,4,8",
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    out6 = tmp_path / "b.parquet"
+    assert main(["sweep", path, *common, "--set", "server.speculative_num_draft_tokens=6",
+                 "--grid", "server.speculative_num_draft_tokens=6", "--out", str(out6)]) == 0
+    t = pd.read_parquet(out6)
+    acc = t.loc[t["metric"] == "accept_length", "value"].iloc[0]
+    assert acc == pytest.approx(3.0, rel=0.12)   # stated at window 6 (8 requests: one seed's draws)
+    from specsched.analysis.overrides import Layered, load_scenario_with_overrides
+    sc = load_scenario_with_overrides(path, "base", Layered({"server.speculative_num_draft_tokens": 4}, {
+        "server.speculative_algorithm": "dspark", "server.speculative_num_draft_tokens": 6,
+        "acceptance.mean_accept_length": 3.0}))
+    assert sc.acceptance.window == 6

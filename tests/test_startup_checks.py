@@ -52,6 +52,23 @@ def test_the_dp_attention_check_takes_each_ranks_chunk(tmp_path, capsys):
     assert chunk_pages_refusal(16384, 64, 3) is not None and chunk_pages_refusal(1000, 16, 1, "decode") is None
 
 
+def test_under_disaggregation_the_roles_are_checked_not_their_template():
+    """The top-level server of a PD deployment is only the template its roles inherit: with a
+    chunk of part pages there and whole pages on the prefill server, SGLang launches both
+    (the decode server is exempt), and so does the run; the check refused the template."""
+    from specsched.analysis.overrides import load_scenario_with_overrides
+    from specsched.sim.bundled import scenarios_dir
+    from specsched.sim.errors import ConfigError
+    from specsched.sim.limits import check_chunk_pages
+
+    path = scenarios_dir() / "agentic-pd-c128.yaml"
+    base = {"server.page_size": 64, "server.chunked_prefill_size": 16000}
+    check_chunk_pages(load_scenario_with_overrides(
+        path, "base", {**base, "server.disaggregation.prefill.server": {"chunked_prefill_size": 16384}}))
+    with pytest.raises(ConfigError, match=r"server\.disaggregation\.prefill\.server\.chunked_prefill_size"):
+        check_chunk_pages(load_scenario_with_overrides(path, "base", base))
+
+
 def test_the_resolved_page_size_is_checked(tmp_path):
     # the check runs on the resolved arguments: DeepSeek-V4's model override sets page_size 256
     # (arg_groups/model_overrides/deepseek_v4.py _deepseek_v4_overrides), so a stated chunk of
