@@ -238,8 +238,7 @@ def _merge_layer(data: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str
 
 
 def load_scenario_with_overrides(
-    path: str | Path, arm: str = "base", overrides: Mapping[str, Any] | Iterable[str] | None = None,
-    fixed: Mapping[str, Any] | None = None,
+    path: str | Path, arm: str = "base", overrides: Mapping[str, Any] | Iterable[str] | None = None
 ) -> Scenario:
     """Load a scenario, apply ``arm`` (as :func:`sim.config.load_scenario`), then the overrides.
 
@@ -247,12 +246,11 @@ def load_scenario_with_overrides(
         path: the scenario YAML file.
         arm: an arm of the file (``base`` = no arm override).
         overrides: dotted key -> value (already parsed), or ``"key=value"`` strings (values
-            YAML-parsed). Overrides win over the arm's settings.
-        fixed: dotted key -> value applied before ``overrides``, as a layer of its own: a
-            sweep's ``--set`` keys, which make the scenario every grid point starts from
-            (also given as :class:`Layered` overrides). A grid point that moves the verify
-            window then carries the acceptance from the window of the file with ``fixed``
-            in it: ``--set speculative_algorithm=dspark --set acceptance.mean_accept_length=3``
+            YAML-parsed). Overrides win over the arm's settings. :class:`Layered` overrides
+            are merged in two layers, their ``fixed`` keys first: a sweep's ``--set`` keys,
+            which make the scenario every grid point starts from. A grid point that moves
+            the verify window then carries the acceptance from the window of the file with
+            the ``fixed`` keys in it: ``--set speculative_algorithm=dspark --set acceptance.mean_accept_length=3``
             with a window axis took 3.0 at every window (the override stated the acceptance
             with the window beside it), where the same keys written in the file carried it
             from the file's window. A key both set: the point's value wins, the ``fixed``
@@ -271,9 +269,7 @@ def load_scenario_with_overrides(
     scenario = load_scenario(path, arm, resolve_defaults=False)
     if overrides is not None and not isinstance(overrides, Mapping):
         overrides = parse_overrides(overrides)
-    if fixed is None:
-        fixed = getattr(overrides, "fixed", None)
-    fixed = dict(fixed or {})
+    fixed = dict(getattr(overrides, "fixed", None) or {})
     overrides = {k: v for k, v in (overrides or {}).items() if k not in fixed or fixed[k] != v}
     layers = [layer for layer in (fixed, overrides) if layer]
     if not layers:

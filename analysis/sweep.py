@@ -43,7 +43,7 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 from specsched.analysis.io import atomic_write_parquet, atomic_write_text, read_parquet_table
-from specsched.analysis.overrides import check_key, load_scenario_with_overrides
+from specsched.analysis.overrides import Layered, check_key, load_scenario_with_overrides
 from specsched.analysis.runner import Runner, RunOutcome, RunTask, execute
 from specsched.analysis.sweep_store import (
     METRIC_COLUMNS,
@@ -457,8 +457,8 @@ def run_sweep(
     for p in points:
         # the --set keys are the layer every point starts from, the grid's values the point's own
         # (a moved window carries the acceptance from the --set scenario's window)
-        overrides = {k: v for k, v in p.items() if k in grid and k != "arm"}
-        scenarios.append(check_point(load_scenario_with_overrides(path, p["arm"], overrides, fixed=fixed), profiles))
+        overrides = Layered({k: v for k, v in p.items() if k in grid and k != "arm"}, fixed)
+        scenarios.append(check_point(load_scenario_with_overrides(path, p["arm"], overrides), profiles))
     ids = [point_id(p) for p in points]
     order = {pid: i for i, pid in enumerate(ids)}
     sha = _file_sha(path)

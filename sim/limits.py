@@ -68,6 +68,7 @@ from specsched.sim.served import (
     trace_output_cut,
     trace_rejections,
 )
+from specsched.sim.server_args import chunk_pages_refusal
 
 if TYPE_CHECKING:
     from specsched.sim.hardware import Hardware
@@ -579,8 +580,6 @@ def check_chunk_pages(scenario: Scenario) -> None:
     :func:`sim.server_args.chunk_pages_refusal`). Checked with the run's other start-up checks,
     after the DP size's own, so the simulator's own unit runs may still cut chunks of any size
     at page boundaries."""
-    from specsched.sim.server_args import chunk_pages_refusal
-
     # under disaggregation the top-level server is only the roles' template: the two servers
     # SGLang launches are checked (a decode server is exempt), not the template
     servers = [("server", scenario.server)]

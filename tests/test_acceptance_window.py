@@ -230,7 +230,7 @@ def test_a_sweeps_set_acceptance_is_carried_like_the_files(w, tmp_path):
     acceptance.mean_accept_length=3`` over a window axis took 3.0 at every window (the point's
     overrides stated the acceptance beside the window): windows 4 and 12 accepted the same."""
     import yaml
-    from specsched.analysis.overrides import load_scenario_with_overrides
+    from specsched.analysis.overrides import Layered, load_scenario_with_overrides
     from specsched.analysis.sweep import run_sweep
 
     raw = yaml.safe_load((H200 / "window4-lowacc.yaml").read_text())
@@ -243,7 +243,7 @@ def test_a_sweeps_set_acceptance_is_carried_like_the_files(w, tmp_path):
     f.write_text(yaml.safe_dump(raw))
     fixed = {"server.speculative_algorithm": "dspark", "acceptance.mean_accept_length": 3.0}
     point = {"server.speculative_num_draft_tokens": w}
-    layered = load_scenario_with_overrides(f, "base", point, fixed=fixed)
+    layered = load_scenario_with_overrides(f, "base", Layered(point, fixed))
     written = dict(raw, server={**raw["server"], "speculative_algorithm": "dspark"},
                    acceptance={"mean_accept_length": 3.0})
     g = tmp_path / "dspark.yaml"
