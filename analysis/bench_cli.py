@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import math
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -256,15 +257,14 @@ def length_notes(sc: Any, measured: Any) -> None:
                   "--random-range-ratio; `specsched scenario from-bench FILE --template S` writes the line's workload)")
 
 
-def _line_arrivals(measured: Any) -> tuple[float, int | None, float] | None:
-    """(request rate, concurrency cap, burstiness) the line's client sent at, or None when the
-    line does not say (a trace replay's ``"trace"``). SGLang bench_serving (0.5.23
+def _arrivals(a: Mapping[str, Any]) -> tuple[float, int | None, float] | None:
+    """(request rate, concurrency cap, burstiness) bench_serving arguments ``a`` send at, or
+    None when they do not say (a trace replay's ``"trace"``). SGLang bench_serving (0.5.23
     ``benchmark/serving.py`` ``benchmark()``: ``request_rate``, default ``inf``, and
     ``max_concurrency``, ``None`` for no cap) and vLLM (``vllm/benchmarks/serve.py`` ``main``:
     ``request_rate`` ``"inf"``, read as inf, ``burstiness`` and ``max_concurrency``); a cap of 0
     is none (both clients build their semaphore only ``if max_concurrency``), and the
     burstiness shapes nothing at rate inf (``get_request`` sends every request at once)."""
-    a = measured.args
     rate = a.get("request_rate", math.inf)
     rate = math.inf if rate is None else rate
     if not isinstance(rate, int | float) or isinstance(rate, bool):
@@ -274,21 +274,6 @@ def _line_arrivals(measured: Any) -> tuple[float, int | None, float] | None:
     shape = a.get("burstiness")
     shape = float(shape) if isinstance(shape, int | float) and not isinstance(shape, bool) else 1.0
     return float(rate), cap, shape if math.isfinite(rate) else 1.0
-
-
-def _scenario_arrivals(w: Any) -> tuple[float, int | None, float] | None:
-    """(request rate, concurrency cap, burstiness) a ``burst``, ``closed_loop`` or ``poisson``
-    workload sends at, as :func:`analysis.from_bench._workload` writes a line's arrivals (rate
-    inf without a cap: burst; with one: closed_loop); None for another kind."""
-    if w.kind == "burst":
-        return math.inf, None, 1.0
-    if w.kind == "closed_loop":
-        return math.inf, w.concurrency, 1.0
-    if w.kind == "poisson" and isinstance(w.request_rate, int | float):
-        rate = float(w.request_rate)
-        shape = float(w.burstiness) if w.burstiness is not None and math.isfinite(rate) else 1.0
-        return rate, w.max_concurrency, shape
-    return None
 
 
 def _rate_text(rate: float) -> str:
@@ -303,7 +288,12 @@ def arrival_notes(sc: Any, measured: Any, n_ok: int | None, n_meas: int | None) 
     runs as written, so such a difference read as the model's latency error. The line's
     rate x its success share is the load from-bench builds for a line with failed requests (the
     successes of a Poisson stream): that is the line's load too."""
-    line, mine = _line_arrivals(measured), _scenario_arrivals(sc.workload)
+    from specsched.sim.bench_serving import workload_args
+
+    line = _arrivals(measured.args)
+    # the scenario's as the bench_serving arguments it is written as (rate inf and the
+    # concurrency as the cap for a closed loop); a trace or conversations: not compared
+    mine = _arrivals(workload_args(sc)) if sc.workload.kind in ("burst", "closed_loop", "poisson") else None
     if line is None or mine is None:
         return
     (rate_m, cap_m, shape_m), (rate_p, cap_p, shape_p) = line, mine
