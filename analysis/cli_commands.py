@@ -682,6 +682,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     _print_sweep_summary(report.path, table, slos, _unfinished_points(report))
     console.print(f"{report.path}: {report.ran} run(s) done now, {report.skipped} already there, "
                   f"{len(report.failed)} failed")
+    from specsched.analysis.sweep_store import bench_path
+
+    if bench_path(report.path).exists():
+        console.print(f"{bench_path(report.path)}: every run as a bench_serving line", markup=False, highlight=False)
     for f in report.failed:
         console.print(f"[red]failed[/red] {f.describe()}", markup=True, highlight=False)
     if report.failed:

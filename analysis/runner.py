@@ -117,6 +117,9 @@ class RunOutcome:
     range_notes: tuple = ()
     arrival_span_s: float | None = None
     """The last request's arrival after the first (s; :func:`arrival_span`)."""
+    bench: dict[str, Any] | None = None
+    """The run as one bench_serving result line (:func:`sim.bench_serving.bench_record`, no
+    per-request lists); None for a runner that returns only a summary."""
     refusal: BaseException | None = None
     """The run refused its input (a :class:`sim.errors.ConfigError`, e.g. a profile that
     lacks a cost the scenario needs, or a request that can never be scheduled): the
@@ -139,6 +142,11 @@ def execute(task: RunTask) -> RunOutcome:
         samples = latency_samples(run)
         span = arrival_span(run)
         notes = tuple(getattr(run, "extra", {}).get("range_notes", ())) if not isinstance(run, Mapping) else ()
+        bench = None
+        if getattr(run, "requests", None) is not None and not isinstance(run, Mapping):
+            from specsched.sim.bench_serving import bench_record
+
+            bench = bench_record(run, details=False)
         if task.out is not None and getattr(run, "requests", None) is not None and not isinstance(run, Mapping):
             from specsched.sim.results import write_results
 
@@ -155,4 +163,4 @@ def execute(task: RunTask) -> RunOutcome:
         said = user_policy_failure(e) or f"{type(e).__name__}: {e}"
         return RunOutcome(task.key, task.seed, error=f"{said}\n{tb}", refusal=refused)
     return RunOutcome(task.key, task.seed, metrics=metrics, samples=samples, range_notes=notes,
-                      arrival_span_s=span)
+                      arrival_span_s=span, bench=bench)

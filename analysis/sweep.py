@@ -48,9 +48,13 @@ from specsched.analysis.runner import Runner, RunOutcome, RunTask, execute
 from specsched.analysis.sweep_store import (
     METRIC_COLUMNS,
     append_run,
+    bench_path,
+    bench_text,
     check_writable,
     empty_samples,
     merge,
+    read_bench_file,
+    read_bench_log,
     read_run_log,
     read_samples,
     run_log_path,
@@ -545,6 +549,7 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
     columns = METRIC_COLUMNS
     existing = pd.DataFrame(columns=columns)
     existing_samples = read_samples(out) if resume else empty_samples()
+    existing_bench = read_bench_file(out) if resume else {}
     if resume and out.exists():
         existing = read_sweep(out)
         old = _sweep_meta(out)
@@ -566,6 +571,7 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
             existing_samples = merge([existing_samples, logged_samples], ["point", "seed"])
             if existing_samples is None:
                 existing_samples = empty_samples()
+            existing_bench.update(read_bench_log(log))
     else:
         os.ftruncate(log_fd, 0)
     _check_same_parameters(out, existing["point"], ids)
@@ -592,6 +598,12 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
         rows = merge([existing, rows], ["point", "seed"])
         smp = merge([existing_samples, smp], ["point", "seed"])
         atomic_write_parquet(smp if smp is not None else empty_samples(), samples_path(out))
+        lines = {**existing_bench, **read_bench_log(log)}
+        if lines:
+            atomic_write_text(bench_path(out), bench_text(lines, order))
+        elif not resume:   # a new sweep whose runner writes no lines keeps no old sweep's
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(bench_path(out))
         t = _build_table(rows if rows is not None else existing, order)
         atomic_write_parquet(t, out, meta)
         return t

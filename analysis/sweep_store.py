@@ -10,6 +10,13 @@
   ``point, seed, latency, value_ms, count`` rows, the values rounded to 1 us (0.001 ms) so
   that equal values are stored once. Percentiles across seeds are of these pooled samples
   (:func:`analysis.stats.across_seeds`). Written atomically at every save, before the table.
+- The bench_serving file ``<out stem>.bench_serving.jsonl``: each run as one line of SGLang
+  bench_serving's ``--output-file`` (0.5.23's keys and units, no per-request lists), as a
+  bench_serving loop over rates or concurrencies appends them, so dashboards, ``specsched
+  validate --measured F:LINE`` and ``calibrate --from`` read a sweep as they read real runs.
+  Each line also carries ``sweep_point`` (the table's ``point``), which keeps a resumed
+  sweep's lines one per run. Ordered by grid point, then seed; written atomically at every
+  save, before the table; absent when the runner returns only summaries.
 """
 
 from __future__ import annotations
@@ -45,6 +52,13 @@ def samples_path(out: str | Path) -> Path:
     return o.with_name(f"{stem}.samples.parquet")
 
 
+def bench_path(out: str | Path) -> Path:
+    """The bench_serving file of the sweep ``out``: ``<stem>.bench_serving.jsonl`` beside it."""
+    o = Path(out)
+    stem = o.name[: -len(".parquet")] if o.name.endswith(".parquet") else o.name
+    return o.with_name(f"{stem}.bench_serving.jsonl")
+
+
 def check_writable(out: Path) -> None:
     """Raise ConfigError unless files can be created beside ``out`` (checked before any
     run, so an unwritable place is refused before the work, not after it)."""
@@ -74,7 +88,9 @@ def append_run(fd: int, scenario: str, o: RunOutcome) -> None:
     """Append one finished run to the run log and flush it to disk."""
     line = json.dumps({"scenario": scenario, "point": o.key, "seed": o.seed,
                        "metrics": {k: (v if math.isfinite(v) else None) for k, v in (o.metrics or {}).items()},
-                       "samples": compress_samples(o.samples)})
+                       "samples": compress_samples(o.samples),
+                       **({"bench": o.bench} if o.bench is not None else {})},
+                      default=lambda v: v.item() if hasattr(v, "item") else str(v))
     os.write(fd, (line + "\n").encode())
     os.fsync(fd)
 
@@ -98,6 +114,52 @@ def read_run_log(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
                 continue
     samples = pd.concat(srows, ignore_index=True) if srows else empty_samples()
     return pd.DataFrame(rows, columns=METRIC_COLUMNS), samples
+
+
+BenchLines = dict[tuple[str, int], dict[str, Any]]
+"""Bench_serving records by run: (point, seed) -> record."""
+
+
+def read_bench_log(path: Path) -> BenchLines:
+    """The bench_serving records in a run log (runs logged without one are left out; a last
+    line cut short by a kill is ignored)."""
+    out: BenchLines = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                r = json.loads(line)
+                if isinstance(r.get("bench"), dict):
+                    out[(r["point"], int(r["seed"]))] = {**r["bench"], "sweep_point": r["point"]}
+            except (ValueError, KeyError, TypeError):
+                continue
+    return out
+
+
+def read_bench_file(out: str | Path) -> BenchLines:
+    """The records of the sweep ``out``'s bench_serving file (empty when there is none).
+    A line whose ``sweep_point`` or seed cannot be read (edited by hand) is dropped: its run
+    is in the table, and the next save writes the lines of the runs it knows."""
+    p = bench_path(out)
+    lines: BenchLines = {}
+    if not p.exists():
+        return lines
+    for line in p.read_text(encoding="utf-8").splitlines():
+        try:
+            r = json.loads(line)
+            seed = r["server_info"]["specsched"]["seed"]
+            lines[(str(r["sweep_point"]), int(seed))] = r
+        except (ValueError, KeyError, TypeError):
+            continue
+    return lines
+
+
+def bench_text(lines: BenchLines, order: dict[str, int]) -> str:
+    """``lines`` as the bench_serving file's text: by grid point (``order``; points of
+    earlier sweeps after this grid's), then seed."""
+    from specsched.sim.bench_serving import record_line
+
+    keys = sorted(lines, key=lambda k: (order.get(k[0], len(order)), k[0], k[1]))
+    return "".join(record_line(lines[k]) + "\n" for k in keys)
 
 
 def empty_samples() -> pd.DataFrame:

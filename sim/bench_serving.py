@@ -2498,4 +2498,10 @@ def bench_record(run: Any, details: bool | None = None) -> dict[str, Any]:
 def bench_line(run: Any, details: bool | None = None) -> str:
     """:func:`bench_record` as one JSON line (no newline), ``Infinity`` for an infinite rate
     as Python's json (and so bench_serving) writes it."""
-    return json.dumps(bench_record(run, details), default=lambda o: o.item() if hasattr(o, "item") else str(o))
+    return record_line(bench_record(run, details))
+
+
+def record_line(record: dict[str, Any]) -> str:
+    """A bench_serving record as one JSON line (no newline): numpy scalars as numbers,
+    ``Infinity`` for an infinite rate as Python's json (and so bench_serving) writes it."""
+    return json.dumps(record, default=lambda o: o.item() if hasattr(o, "item") else str(o))
