@@ -839,6 +839,13 @@ def _validate(args: argparse.Namespace, measured: Any, workdir: Path) -> int:
     length_notes(sc, measured)
     if built is None:
         server_notes(sc, measured)
+        from specsched.analysis.from_bench import speculation_mismatch
+
+        # a --scenario without a drafter against a speculative run (or the reverse) read as the model's error
+        contradiction = speculation_mismatch(measured, sc.server, sc.acceptance,
+                                             f"the scenario {Path(sc.path).name or sc.name}")
+        if contradiction is not None:
+            warn_mismatches([contradiction])
     if (built is None and sc.workload.kind != "trace" and measured.details is not None and measured.details.start_s is not None
             and measured.args.get("dataset_name") != AGENTIC_DATASET):   # never replayed as single requests
         # a --scenario drawing its own arrivals against a line that holds its send times: one

@@ -383,6 +383,42 @@ def cases_from_runs(runs: Sequence[Any], profile: str, template: str | None, wor
     return out
 
 
+def refuse_template_speculation(cases: Sequence[FitCase], template: str | None) -> None:
+    """Refuse a fit whose ``--scenario-template`` contradicts what a line says of speculative
+    decoding (:func:`analysis.from_bench.speculation_mismatch`): a template without a drafter
+    for a run whose server drafted (an accept length above 1, a drafter in server_info), or
+    one with a drafter for a run whose server_info says none ran. Such a fit is refused, not
+    warned of: every factor is fitted to close the gap, so the drafter's speedup (or a
+    verify's cost the server never paid) goes into the decode factor, and the profile written
+    is wrong for the template's server and the run's alike; a warning beside a profile that
+    is then used elsewhere is easily lost. ``scenario from-bench`` and ``validate`` only
+    predict, so they warn instead. A line that does not say (a null accept length and no
+    server_info's speculative_algorithm) is fitted with the template's.
+
+    Raises:
+        ConfigError: naming the first such line, its key and value.
+    """
+    from specsched.analysis.from_bench import line_speculation, speculation_mismatch
+
+    if template is None:
+        return
+    name = Path(template).name
+    for c in cases:
+        if speculation_mismatch(c.run, c.scenario.server, c.scenario.acceptance, "") is None:
+            continue
+        said, key, value = line_speculation(c.run)
+        if said:
+            why = (f"the line's server decoded speculatively, but --scenario-template {name} runs no drafter: the fit "
+                   "would take the drafter's speedup into its decode factor and write a profile wrong for both servers; "
+                   "give a template with the server's drafter and acceptance (server.speculative_algorithm, "
+                   "acceptance), or leave --scenario-template out (the drafter is then assumed from the line)")
+        else:
+            why = (f"the line's server ran no drafter, but --scenario-template {name} runs speculative_algorithm "
+                   f"{c.scenario.server.speculative_algorithm.value!r}: the fit would take the verify's cost, which the "
+                   "server never paid, into its factors; give a template without a drafter, or leave this line out")
+        raise ConfigError(c.run.source, key, value, why)
+
+
 def predict_seed(case: FitCase, profile: Any, k: int) -> dict[str, Any]:
     """The bench_serving metrics of ``case``'s scenario under ``profile`` at seed
     ``case.scenario.seed + k``; the ITL one gap per streamed chunk when the run's client
@@ -1377,7 +1413,10 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
                      noise=noise if np.isfinite(prior).any() or noise else {}, sampled=wider,
                      cov=cov, figures=len(r1),
                      unexplained=unexplained_runs([c.label for c in cases for m in metrics if c.run.summary.get(m)],
-                                                  r1[:len(term_metrics)], term_metrics, own_se),
+                                                  r1[:len(term_metrics)], term_metrics, own_se,
+                                                  stopped=(f"the fit stopped at --max-evals {max_evals}" if capped == "fit"
+                                                           else "the fit was interrupted" if capped == "interrupted"
+                                                           else None)),
                      max_evals=max_evals, capped=capped, interrupted_by=interrupted[0] if interrupted else "Ctrl-C",
                      objective_before=loss(z0) if weighed else None, objective_after=loss(z) if weighed else None)
 
@@ -1387,14 +1426,18 @@ class _CapReached(Exception):
 
 
 def unexplained_runs(labels: Sequence[str], resid: np.ndarray, term_metrics: Sequence[str],
-                     own_se: dict[str, float]) -> list[str]:
+                     own_se: dict[str, float], stopped: str | None = None) -> list[str]:
     """One line per fitted figure the fit leaves more than :data:`UNEXPLAINED_SE` standard
     errors away (``resid``: log(predicted / measured) after the fit, in :func:`_terms`'
     order, ``labels`` and ``term_metrics`` its run and metric; ``own_se``: a run's standard
     error per metric from the simulator's seed scatter, metrics without one are not judged):
     a run that disagrees with the others and the
     profile (one slow run among repeats at one load, a file of another server) pulls every
-    factor while looking like any other run in the table."""
+    factor while looking like any other run in the table. ``stopped``: what stopped the fit
+    before it converged ("the fit stopped at --max-evals 2", or was interrupted), None when it
+    converged: the factors are then not the fit's, so a miss left may be the unfinished
+    search's rather than the run's, and the line says so instead of blaming the run (after
+    ``--max-evals 2`` every factor read x1.000 and each figure was named "check the run")."""
     out = []
     for lab, m, r in zip(labels, term_metrics, resid, strict=True):
         se = own_se.get(m)
@@ -1404,9 +1447,12 @@ def unexplained_runs(labels: Sequence[str], resid: np.ndarray, term_metrics: Seq
             # errors (0.0 %)": a run's own figure is known no closer than its file's digits
             se = max(se, NOISE_FLOOR)
         if se and se > 0 and abs(r) > UNEXPLAINED_SE * se:
+            why = (": the other runs and the profile do not account for it; check the run, or fit without it"
+                   if stopped is None else
+                   f"; {stopped} before converging, so this may be the unfinished fit's miss, not the run's: "
+                   "fit again with a larger --max-evals before checking the run")
             out.append(f"unexplained: {lab} {m} {math.expm1(r) * 100:+.1f} % after the fit, {abs(r) / se:.0f} standard "
-                       f"errors of one run ({se * 100:.1f} %): the other runs and the profile do not account for it; "
-                       "check the run, or fit without it")
+                       f"errors of one run ({se * 100:.1f} %){why}")
     return out
 
 
@@ -2082,6 +2128,7 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         cases = cases_from_runs(runs, args.profile, args.scenario_template, Path(tmp), args.arrivals,
                                 agentic_args(args))
+        refuse_template_speculation(cases, args.scenario_template)   # a fit that would absorb a drafter's speedup
         refuse_decode_via_verify(params, profile, cases)   # before anything is said or simulated
         from specsched.analysis.bench_cli import check_built_fits
         from specsched.analysis.from_bench import SETUP_MISMATCH

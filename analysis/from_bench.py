@@ -78,6 +78,7 @@ The mapping follows SGLang's bench_serving (0.5.23 ``sglang/benchmark/serving.py
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import re
@@ -94,11 +95,12 @@ from specsched.sim.config import (
     Scenario,
     ServerArgs,
     SpecAlgorithm,
+    _resolve_arm,
     load_scenario,
     validation_error,
 )
 from specsched.sim.errors import ConfigError, FieldError, clipped
-from specsched.sim.profile import load_profile
+from specsched.sim.profile import analytic_costs, load_profile
 from specsched.sim.server_args import (
     CHAIN_PARAM_KEYS,
     MAX_DRAFT_TOKENS,
@@ -1213,7 +1215,64 @@ and the fp4/mxfp8 recipes carry scales): compared with an analytic profile's
 SETUP_MISMATCH = "setup mismatch: "
 """Prefix of an assumption saying that the line's server is not the one the profile prices
 (another TP size, another model) or the scenario predicts (a ``--template`` whose accept
-length is not the line's): the commands also print it as a ``warning:`` line."""
+length is not the line's, or whose speculative decoding contradicts the line's:
+:func:`speculation_mismatch`): the commands also print it as a ``warning:`` line."""
+
+
+NO_DRAFTER = frozenset({"none", "null", ""})
+"""server_info ``speculative_algorithm`` strings that mean no drafter ran (SGLang 0.5.23
+/server_info writes None, ServerArgs' default, as null; a dump through ``str`` writes "None")."""
+
+
+def line_speculation(run: BenchRun) -> tuple[bool | None, str, Any]:
+    """Whether ``run``'s server decoded speculatively, as its line says, with the line's key
+    and value that say it: True when its accept length is above 1 (``accept_length``,
+    :func:`_accept_length`: SGLang's, its server_info's ``avg_spec_accept_length``, vLLM's
+    ``spec_decode_acceptance_length``) or its server_info names a drafter
+    (``server_info.speculative_algorithm``, the decode server's under PD); False when its
+    server_info states ``speculative_algorithm`` null (or "None": SGLang's default, no
+    drafter) and no accept length above 1; None ("", None) when the line does not say. A null
+    ``accept_length`` alone does not say: SGLang 0.4.3.post3 on writes null without a
+    drafter, but also on a speculative server before its first decode log line since launch
+    or /flush_cache (internal_state.py ``_average_accept_length``, :func:`_no_accept_length`),
+    and ``--backend vllm`` against SGLang writes null whatever ran."""
+    acc = _accept_length(run)
+    info = _line_server_info(run)
+    stated = info is not None and "speculative_algorithm" in info
+    named = info.get("speculative_algorithm") if stated else None
+    if acc is not None and acc > 1:
+        return True, "accept_length", acc
+    if named is not None and str(named).strip().lower() not in NO_DRAFTER:
+        return True, "server_info.speculative_algorithm", named
+    if stated:   # stated, and no drafter
+        return False, "server_info.speculative_algorithm", named
+    return None, "", None
+
+
+def speculation_mismatch(run: BenchRun, server: Any, acceptance: Any, label: str) -> str | None:
+    """A :data:`SETUP_MISMATCH` note when ``server`` (a scenario's :class:`ServerArgs`, or a
+    template's) contradicts what ``run``'s line says of speculative decoding
+    (:func:`line_speculation`): the line's server drafted and ``server`` runs no drafter (the
+    prediction decodes one token a step: its TPOT, ITL and throughput are another server's,
+    and a fit puts the drafter's speedup into its decode factor), or the line's server ran no
+    drafter and ``server`` verifies drafts. ``label`` names the scenario (``the template
+    X.yaml``); ``acceptance`` is its acceptance block (a model or a mapping), named in the
+    second case. None when they agree or the line does not say."""
+    said, key, value = line_speculation(run)
+    why = f"{key} {value:.3f}" if key == "accept_length" else f"{key} {value!r}"
+    algo = getattr(server, "speculative_algorithm", None)
+    spec = bool(getattr(algo, "enabled", False))
+    if said is None or said == spec:
+        return None
+    if said:
+        return (f"{SETUP_MISMATCH}speculation: the line's server decoded speculatively ({why}), but {label} runs no "
+                "drafter (speculative_algorithm none): the prediction decodes one token a step, so its TPOT, ITL and "
+                "throughput are not the measured server's (state its drafter and acceptance there)")
+    acc = acceptance.get("mean_accept_length") if isinstance(acceptance, dict) else getattr(acceptance, "mean_accept_length", None)
+    at = f" at mean accept length {acc:g}" if isinstance(acc, (int, float)) and not isinstance(acc, bool) else ""
+    return (f"{SETUP_MISMATCH}speculation: the line's server ran no drafter ({why}), but {label} runs "
+            f"speculative_algorithm {algo.value!r}{at}: the prediction verifies drafts the server never made "
+            "(set server.speculative_algorithm none there)")
 
 
 def _line_server_info(run: BenchRun) -> dict[str, Any] | None:
@@ -1248,14 +1307,24 @@ def _setup_notes(run: BenchRun, profile: str, notes: list[str]) -> None:
     info = _line_server_info(run) or {}
     tp = info.get("tp_size")
     hw = prof.hardware
-    # with DP attention tp_size counts every rank of the group (a per-rank profile prices one:
-    # docs/dp-attention.md); a dp_size without it is replicas, each of tp_size GPUs
-    dp_attention = bool(info.get("enable_dp_attention")) or (info.get("attn_dp_size") or 1) > 1
-    if (hw is not None and isinstance(tp, int) and not isinstance(tp, bool) and not dp_attention
-            and hw.tp_size != tp):
-        notes.append(f"{SETUP_MISMATCH}profile {profile} prices tp_size {hw.tp_size}, but the line's server ran "
-                     f"tp_size {tp}: the prediction is for the profile's setup (a profile for it: specsched "
-                     f"profile --analytic --tp {tp} ...)")
+    # a dp_size without DP attention is replicas, each of tp_size GPUs; with it tp_size counts
+    # every GPU of the group the ranks share (the MLP split over all of them), which a profile
+    # of another TP size does not price either (docs/dp-attention.md)
+    dp_attention = bool(info.get("enable_dp_attention")) or _int_or_1(info.get("attn_dp_size")) > 1
+    if hw is not None and isinstance(tp, int) and not isinstance(tp, bool) and hw.tp_size != tp:
+        if dp_attention:
+            ranks = max(_int_or_1(info.get("dp_size")), _int_or_1(info.get("attn_dp_size")))
+            per_rank = (f"; a tp_size 1 profile is read per rank, each rank's forward priced as the whole model on "
+                        f"one GPU{'' if analytic_costs(prof) else ' (right only for a profile measured on one rank of such a server)'}"
+                        if hw.tp_size == 1 else "")
+            notes.append(f"{SETUP_MISMATCH}profile {profile} prices tp_size {hw.tp_size}, but the line's server ran "
+                         f"tp_size {tp} with DP attention ({ranks} attention ranks sharing those {tp} GPUs, the MLP "
+                         f"split over all of them){per_rank}: the prediction is for the profile's setup (a profile "
+                         f"for it: specsched profile --analytic --tp {tp} ...)")
+        else:
+            notes.append(f"{SETUP_MISMATCH}profile {profile} prices tp_size {hw.tp_size}, but the line's server ran "
+                         f"tp_size {tp}: the prediction is for the profile's setup (a profile for it: specsched "
+                         f"profile --analytic --tp {tp} ...)")
     # a dp_size without DP attention is replicas, each of tp_size GPUs: the scenario keeps it
     # and the run simulates them (sim/dp_replicas.py), routed as the model routes DP ranks
     # (sglang_launch_args.py _load_balance_runs); a load-aware method
@@ -1532,7 +1601,12 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
             workload.update(input_len=ins, output_len=outs)
         notes += wnotes + lnotes
         if workload["kind"] in ("burst", "closed_loop") and "endpoint_type" in run.extra:
-            notes.append("arrivals: all at once (request_rate inf); vllm bench serve --dataset-name timed_trace (0.23 on) "
+            # at inf with --max-concurrency C vLLM sends through a semaphore of C (serve.py
+            # benchmark(): limited_request_func), a closed loop of C clients, not all at once
+            how = ("all at once (request_rate inf)" if workload["kind"] == "burst" else
+                   f"a closed loop of {workload['concurrency']} clients (request_rate inf with max_concurrency "
+                   f"{workload['concurrency']}: each finished request lets the next one in)")
+            notes.append(f"arrivals: {how}; vllm bench serve --dataset-name timed_trace (0.23 on) "
                          "also writes inf while it sends at the trace's timestamps, and the line does not name its "
                          "dataset: for such a run write a 'trace' workload for the trace file")
         if run.extra.get("streamed") is False:
@@ -1574,7 +1648,15 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     _server_notes(run, notes)
     _vision_note(run, notes)
     acc = _accept_length(run)
-    tpl_acc = sc.get("acceptance", {}).get("mean_accept_length") if template else None
+    tpl_acc = None
+    if template:
+        # a template without a drafter for a line whose server drafted (or the reverse) was
+        # taken silently: the prediction decoded one token a step against a speculative run
+        contradiction = speculation_mismatch(run, t.server, t.acceptance, f"the template {Path(template).name}")
+        if contradiction is not None:
+            notes.append(contradiction)
+        elif t.server.speculative_algorithm.enabled:   # without a drafter its accept length verifies nothing
+            tpl_acc = sc["acceptance"].get("mean_accept_length")
     if acc is not None and isinstance(tpl_acc, (int, float)) and abs(tpl_acc - acc) > 0.02 * acc:
         # the line measured its own: a template reused for a run on another dataset accepts otherwise
         notes.append(f"{SETUP_MISMATCH}acceptance: the template's mean accept length {tpl_acc:.3f}, not the line's measured "
@@ -1635,6 +1717,8 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
         notes.append(f"steady state: the line's steady_state_serving window (--steady-state-concurrency-ratio {ratio:g}) "
                      "is predicted too, as workload.steady_state_concurrency_ratio")
     sc["workload"] = workload
+    if template:
+        _template_arms(t.arms, sc, Path(template).name, notes)
     if ONE_BATCH in run.extra:
         _one_batch_notes(run, sc, notes)
     sc["reference"] = {"base": {k: float(run.summary[k]) for k in REFERENCE_KEYS
@@ -1645,6 +1729,31 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
     except ValidationError as e:
         raise validation_error(run.source, e, sc) from None
     return sc, tables
+
+
+def _template_arms(arms: dict[str, dict[str, Any]], sc: dict[str, Any], name: str, notes: list[str]) -> None:
+    """Keep ``--template``'s arms (other than ``base``, which is the line's run) in the built
+    scenario ``sc``, as what-ifs on the measured workload: an arm that overrides a key the line
+    set (its rate, its server_info's chunk size) is applied over the line's value, as an arm
+    is over its own file's. They were dropped: ``run OUT --arm no_overlap`` was refused
+    (allowed: base). An arm that does not validate on the line's scenario (an override of a
+    workload key the line's workload kind has no use for) is left out, naming why."""
+    kept, left = {}, []
+    for arm, over in arms.items():
+        if arm == "base":
+            continue
+        try:
+            _resolve_arm(Path(""), {**sc, "arms": {arm: over}}, arm)
+        except ConfigError as e:
+            left.append(f"{arm} ({e.key.removeprefix(f'arms.{arm}.')}: {clipped(e.allowed, 80)})")
+            continue
+        kept[arm] = copy.deepcopy(over)
+    if kept:
+        sc["arms"] = kept
+        notes.append(f"arms: the template {name}'s arms kept ({', '.join(kept)}): what-ifs on the line's workload, "
+                     "each applied over the line's values as over the template's (`specsched run SCENARIO --arm NAME`)")
+    if left:
+        notes.append(f"arms: the template {name}'s arms not valid on the line's scenario, left out: {'; '.join(left)}")
 
 
 def _one_batch_notes(run: BenchRun, sc: dict[str, Any], notes: list[str]) -> None:

@@ -137,7 +137,10 @@ ARG_KEYS = (
 keys; SGLang does not write them)."""
 DETAIL_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")
 _IDENTIFYING = ("completed", "duration", "mean_ttft_ms", "median_ttft_ms", "output_throughput", "request_throughput")
-_VLLM_NAMES = {"total_token_throughput": "total_throughput"}
+_VLLM_NAMES = {"total_token_throughput": "total_throughput",
+               # benchmarks/benchmark_serving.py 0.6.6-0.9.0 writes its goodput under this key, colon
+               # and all (result["request_goodput:"]); vllm bench serve 0.9.2 on without the colon
+               "request_goodput:": "request_goodput"}
 EMBEDDING_BACKENDS = frozenset({"sglang-embedding", "vllm-embedding"})
 """SGLang bench_serving's embedding backends (0.5.10 ``bench_serving.py`` ``is_embedding``;
 0.5.23 ``benchmark/serving.py`` ``_EMBEDDING_BACKENDS``): the line keeps the generation keys

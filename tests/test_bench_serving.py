@@ -749,3 +749,20 @@ def test_a_file_cut_inside_its_last_character_keeps_its_whole_runs(tmp_path):
     bad.write_bytes(data[: len(data) // 2] + b"\xff" + data[len(data) // 2:])
     with pytest.raises(ConfigError, match=r"bad.jsonl:2: <bytes> = 'ff': not UTF-8 text"):
         read_bench(bad)
+
+
+def test_old_vllm_goodput_key_with_its_colon_is_read_as_the_newer_one():
+    """vLLM's benchmarks/benchmark_serving.py 0.6.6-0.9.0 writes its goodput as
+    ``"request_goodput:"`` (the colon in the key); vllm bench serve 0.9.2 on as
+    ``request_goodput``. The older key was kept as an unknown one: validate said nothing of it,
+    while the newer got its "not compared" note. Read under the one name."""
+    from specsched.sim.bench_serving import measured_goodput, parse_run
+
+    old = {"date": "20250601-120000", "backend": "vllm", "best_of": 1, "num_prompts": 20, "request_rate": 4.0,
+           "duration": 5.0, "completed": 20, "total_input_tokens": 2000, "total_output_tokens": 400,
+           "request_throughput": 4.0, "request_goodput:": 3.2, "output_throughput": 80.0, "median_ttft_ms": 30.0}
+    run = parse_run(old, "old.json:1")
+    assert run.extra.get("request_goodput") == 3.2 and "request_goodput:" not in run.extra
+    assert measured_goodput(run) == {"request_goodput": 3.2}
+    new = {k: v for k, v in old.items() if k not in ("request_goodput:", "best_of")} | {"request_goodput": 3.2}
+    assert measured_goodput(parse_run(new, "new.json:1")) == measured_goodput(run)

@@ -1433,3 +1433,38 @@ def test_a_log_holding_more_kv_than_the_pool_is_said(tmp_path, capsys):
     assert "9000 KV tokens" in err and "5000" in err and "max_total_num_tokens" in err
     check_log_matches(log, str(p), ServerArgs(max_total_num_tokens=20000))
     assert "KV tokens" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("line", "template", "key"), [
+    ({"accept_length": 2.8}, "poisson-nospec", "accept_length = 2.8"),
+    ({"server_info": {"speculative_algorithm": None}}, "poisson-spec", "server_info.speculative_algorithm = None"),
+])
+def test_a_fit_whose_template_contradicts_the_lines_speculation_is_refused(tmp_path, capsys, monkeypatch, line,
+                                                                          template, key):
+    """calibrate --from a speculative run (accept length 2.8) with a template that runs no
+    drafter fitted silently, its decode factor taking the drafter's speedup: the profile written
+    was wrong for both servers. Refused in one line naming the line's key, nothing written;
+    likewise a speculative template for a run whose server_info says no drafter ran."""
+    monkeypatch.chdir(tmp_path)
+    base = {"backend": "sglang", "dataset_name": "random", "request_rate": 4.0, "random_input_len": 256,
+            "random_output_len": 32, "random_range_ratio": 1.0, "completed": 20, "duration": 5.0,
+            "median_ttft_ms": 30.0, "median_itl_ms": 5.0, "output_throughput": 128.0}
+    (tmp_path / "r.jsonl").write_text(json.dumps(base | line) + "\n")
+    tpl = str(ROOT / "scenarios" / "h200" / f"{template}.yaml")
+    assert main(["calibrate", "--from", "r.jsonl", "--profile", "h200-1b", "--scenario-template", tpl,
+                 "--out", "o.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"r.jsonl:1: {key}: " in err[0] and f"--scenario-template {template}.yaml" in err[0], err
+    assert not (tmp_path / "o.yaml").exists()
+
+
+def test_figures_left_by_a_fit_stopped_at_max_evals_blame_the_cap_not_the_runs():
+    """A fit stopped by --max-evals before converging (every factor x1.000 after 2
+    evaluations) named each figure "unexplained ...: check the run, or fit without it", though
+    the runs were fine and the search unfinished. Said as the cap's, with the way to finish."""
+    cases = _decode_cases(1.3, concs=(2, 4))
+    res = fit(cases, tiny_profile(), ["decode"], seeds=2, max_evals=2)
+    assert res.capped == "fit" and res.unexplained
+    for line in res.unexplained:
+        assert "the fit stopped at --max-evals 2 before converging" in line and "larger --max-evals" in line, line
+        assert "check the run, or fit without it" not in line

@@ -377,12 +377,13 @@ def test_drawn_arrivals_say_so_when_the_line_holds_its_send_times():
     assert not any("--arrivals details" in a for a in sc["assumptions"])
 
 
-@pytest.mark.parametrize(("tp", "dp", "said"), [(4, None, True), (1, None, False), (4, 4, False), (8, 2, True)])
+@pytest.mark.parametrize(("tp", "dp", "said"), [(4, None, True), (1, None, False), (4, 4, True), (8, 2, True)])
 def test_a_line_of_another_tp_size_than_the_profile_is_said(tp, dp, said):
     """server_info tp_size 4 against a TP1 profile was left out silently: the scenario then
-    predicts a TP1 server. Said in the assumptions (not with DP attention, whose tp_size counts
-    every rank of the group; a dp_size without DP attention is replicas of tp_size GPUs each,
-    and tp_size 8 with dp_size 2 was left out silently too)."""
+    predicts a TP1 server. Said in the assumptions (a dp_size without DP attention is replicas
+    of tp_size GPUs each, and tp_size 8 with dp_size 2 was left out silently too). With DP
+    attention too, worded for it: tp_size counts the GPUs its ranks share, the MLP split over
+    all of them, which a TP1 profile read per rank does not price (it said nothing)."""
     attention = {"enable_dp_attention": True} if dp and dp == tp else {}
     info = LINE["server_info"] | {"tp_size": tp} | ({"dp_size": dp} | attention if dp else {})
     run = parse_run(LINE | {"server_info": info}, "runs.jsonl:1")
@@ -393,6 +394,7 @@ def test_a_line_of_another_tp_size_than_the_profile_is_said(tp, dp, said):
     assert bool(notes) is said
     if said:
         assert "tp_size 1" in notes[0] and f"tp_size {tp}" in notes[0] and f"--tp {tp}" in notes[0]
+        assert ("with DP attention (4 attention ranks" in notes[0]) is bool(attention), notes[0]
 
 
 @pytest.mark.parametrize(("quant", "said"), [("fp8", True), ("awq", True), (None, False), ("bf16-unknown", False)])
@@ -1416,3 +1418,97 @@ def test_a_template_that_replaces_the_lines_server_says_what_it_replaced(tmp_pat
         states = [a for a in sc["assumptions"] if a.startswith("server: the line's server_info states")]
         assert [other in a for a in ran] == ([True] if other else [])
         assert [all(u in a for u in unstated) for a in states] == ([True] if unstated else [])
+
+
+PLAIN_LINE = {k: v for k, v in LINE.items() if k != "server_info"} | {"request_rate": 8.0, "max_concurrency": None}
+"""LINE without its server_info, at a rate the h200 templates' servers serve."""
+
+
+@pytest.mark.parametrize(("extra", "template", "said"), [
+    ({"accept_length": 2.8}, "poisson-nospec", "decoded speculatively (accept_length 2.800)"),
+    ({"server_info": {"speculative_algorithm": "EAGLE"}}, "poisson-nospec",
+     "decoded speculatively (server_info.speculative_algorithm 'EAGLE')"),
+    ({"server_info": {"speculative_algorithm": None}}, "poisson-spec", "ran no drafter (server_info.speculative_algorithm None)"),
+    ({"server_info": {"speculative_algorithm": "None"}, "accept_length": None}, "poisson-spec", "ran no drafter"),
+    ({"accept_length": None}, "poisson-spec", None),   # null alone: also a speculative server before its first log line
+    ({"accept_length": 2.8}, "poisson-spec", None),    # both speculate (the accept lengths' note is another)
+    ({"server_info": {"speculative_algorithm": None}}, "poisson-nospec", None),
+])
+def test_a_template_that_contradicts_the_lines_speculation_is_a_setup_mismatch(extra, template, said):
+    """A template without a drafter for a line whose server decoded speculatively (accept length
+    2.8, or server_info naming the drafter) was taken silently: the prediction decoded one token
+    a step against a speculative run. Likewise a speculative template for a line whose
+    server_info says no drafter ran. Said as a setup mismatch (each command's warning: line); a
+    null accept length alone says nothing either way."""
+    from specsched.analysis.from_bench import SETUP_MISMATCH
+
+    run = parse_run(PLAIN_LINE | extra, "x.jsonl:1")
+    sc, _ = scenario_from_bench(run, "h200-1b", template=str(ROOT / "scenarios" / "h200" / f"{template}.yaml"))
+    notes = [n for n in sc["assumptions"] if n.startswith(f"{SETUP_MISMATCH}speculation:")]
+    if said is None:
+        assert notes == [], sc["assumptions"]
+    else:
+        assert len(notes) == 1 and said in notes[0] and f"the template {template}.yaml" in notes[0], notes
+        assert not [n for n in sc["assumptions"] if "template's mean accept length" in n]   # one line for one fault
+
+
+def test_from_bench_and_validate_warn_of_a_template_without_the_lines_drafter(tmp_path, monkeypatch, capsys):
+    """The user's case: a speculative line (accept_length 2.8, no server_info) built with the
+    no-speculation template, then validated against that scenario. Both commands were silent;
+    each now prints one warning: line, and a scenario whose drafter agrees gets none."""
+    monkeypatch.chdir(tmp_path)
+    p = _write(tmp_path, PLAIN_LINE | {"accept_length": 2.8})
+    tpl = str(ROOT / "scenarios" / "h200" / "poisson-nospec.yaml")
+    assert main(["scenario", "from-bench", str(p), "--template", tpl, "--profile", "h200-1b", "--out", "s.yaml"]) == 0
+    warned = [e for e in capsys.readouterr().err.splitlines() if e.startswith("warning: ")]
+    assert len(warned) == 1 and "decoded speculatively (accept_length 2.800)" in warned[0] and "no drafter" in warned[0]
+    assert main(["validate", "--measured", str(p), "--scenario", "s.yaml", "--seeds", "1", "--out", "v"]) == 0
+    warned = [e for e in capsys.readouterr().err.splitlines() if e.startswith("warning: ") and "speculat" in e]
+    assert len(warned) == 1 and "the scenario s.yaml runs no drafter" in warned[0], warned
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "own.yaml"]) == 0   # its drafter assumed
+    capsys.readouterr()
+    assert main(["validate", "--measured", str(p), "--scenario", "own.yaml", "--seeds", "1", "--out", "v2"]) == 0
+    assert not [e for e in capsys.readouterr().err.splitlines() if "speculat" in e]
+
+
+def test_a_vllm_closed_loop_is_said_as_one_not_as_all_at_once():
+    """A vllm bench serve line at request_rate inf with max_concurrency 8 is a closed loop of 8
+    (vLLM's semaphore, benchmark() limited_request_func), and is built as one; its assumption
+    said "arrivals: all at once (request_rate inf)". A line without the cap is a burst, said so."""
+    vllm = {k: v for k, v in PLAIN_LINE.items() if k != "backend"} | {"endpoint_type": "openai", "backend": "openai",
+                                                                     "request_rate": math.inf}
+    sc, _ = scenario_from_bench(parse_run(vllm | {"max_concurrency": 8}, "v.json:1"), "h200-1b")
+    assert sc["workload"]["kind"] == "closed_loop" and sc["workload"]["concurrency"] == 8
+    (note,) = [n for n in sc["assumptions"] if n.startswith("arrivals:")]
+    assert note.startswith("arrivals: a closed loop of 8 clients (request_rate inf with max_concurrency 8") and \
+        "all at once" not in note, note
+    sc, _ = scenario_from_bench(parse_run(vllm, "v.json:1"), "h200-1b")
+    assert sc["workload"]["kind"] == "burst"
+    assert [n for n in sc["assumptions"] if n.startswith("arrivals: all at once (request_rate inf)")]
+
+
+def test_a_templates_arms_are_kept_as_what_ifs_on_the_lines_run(tmp_path, monkeypatch):
+    """--template took the template's server and acceptance and dropped its arms: `run OUT
+    --arm no_overlap` was refused (allowed: base). They are kept, said in the assumptions, and
+    an arm overriding a key the line set (its rate) still applies, over the line's value."""
+    monkeypatch.chdir(tmp_path)
+    raw = yaml.safe_load((ROOT / "scenarios" / "h200" / "poisson-nospec.yaml").read_text())
+    raw["arms"]["fast"] = {"workload": {"request_rate": 32}}
+    (tmp_path / "tpl.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    p = _write(tmp_path, PLAIN_LINE)
+    assert main(["scenario", "from-bench", str(p), "--template", "tpl.yaml", "--profile", "h200-1b", "--out",
+                 "s.yaml", "-q"]) == 0
+    base = load_scenario("s.yaml")
+    assert base.workload.request_rate == 8.0 and base.server.enable_overlap_schedule is True
+    assert load_scenario("s.yaml", arm="no_overlap").server.enable_overlap_schedule is False
+    fast = load_scenario("s.yaml", arm="fast")
+    assert fast.workload.request_rate == 32 and fast.workload.num_requests == base.workload.num_requests
+    assert any(a.startswith("arms: the template tpl.yaml's arms kept (no_overlap, fast)") for a in base.assumptions)
+    # one that does not validate on the line's workload (a gap shape for a closed loop) is left out, naming why
+    raw["arms"]["bursty"] = {"workload": {"burstiness": 0.5}}
+    (tmp_path / "tpl.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    loop = parse_run(PLAIN_LINE | {"request_rate": math.inf, "max_concurrency": 4}, "x.jsonl:1")
+    sc, _ = scenario_from_bench(loop, "h200-1b", template="tpl.yaml")
+    assert list(sc["arms"]) == ["no_overlap", "fast"]
+    (left,) = [a for a in sc["assumptions"] if "left out: bursty (workload: " in a]
+    assert "poisson" in left, left
