@@ -240,6 +240,35 @@ def profile_mismatch(profile: Any, run_is_gpu: bool, run_device: str, preset: st
             "prices something else than was measured (specsched profile here makes a matching one)")
 
 
+def print_resolved_defaults(sc: Any, profile: Any = None) -> None:
+    """The block ``specsched run`` prints: the server values the scenario file did not state,
+    filled for its hardware (:func:`sim.defaults.format_resolved`), so a measurement says what
+    it runs. With ``profile`` (validate's ``--profile``, the costs of the device measured here)
+    whose hardware is not the one the scenario's own profile names, one ``note:`` line more:
+    the defaults, and so the measured server, follow the scenario's profile (the server the
+    scenario describes), not the device's; a CPU run of an H200 cell runs the H200's
+    defaults. ``specsched run --set profile=P`` fills them for P's hardware instead, so the two
+    commands predict different servers when the defaults matter."""
+    from specsched.sim.defaults import format_resolved, hardware_of, scenario_hardware
+
+    resolved = format_resolved(sc._resolved_defaults)
+    if resolved:
+        print(resolved)
+    if profile is None or not sc._resolved_defaults:
+        return
+    own, mine = scenario_hardware(sc), hardware_of(profile)
+
+    def name(h: Any) -> str:
+        return "no GPU it names: generic defaults" if h is None else f"{h.gpu or h.platform}, tp {h.tp_size}"
+
+    if (None if own is None else (own.platform, own.gpu, own.tp_size)) != \
+            (None if mine is None else (mine.platform, mine.gpu, mine.tp_size)):
+        print(f"note: the defaults above are for the scenario's profile ({sc.profile}: {name(own)}), not --profile "
+              f"{profile.name} ({name(mine)}): measured and predicted run the scenario's server; for this device's "
+              "defaults, state the keys in the scenario or --set them (`specsched run --set profile=...` fills them "
+              "for that profile's device)", file=sys.stderr)
+
+
 def cmd_measure(args: argparse.Namespace) -> int:
     """Run a scenario on the device, print the bench_serving table, write the results."""
     from specsched.sim.errors import require
@@ -265,9 +294,12 @@ def cmd_measure(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
         with device_memory_refused(str(sc.path or args.scenario)):
-            res = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed, graphs=not args.no_graphs,
-                                backend=args.backend, allow_serializing=args.allow_serializing,
-                                progress=not getattr(args, "quiet", False)).run()
+            engine = RuntimeEngine(sc, preset=args.preset, device=args.device, seed=args.seed,
+                                   graphs=not args.no_graphs, backend=args.backend,
+                                   allow_serializing=args.allow_serializing,
+                                   progress=not getattr(args, "quiet", False))
+            print_resolved_defaults(sc)   # after the engine's refusals: bad input stays one line
+            res = engine.run()
     except KeyboardInterrupt:
         raise KeyboardInterrupt(f"measurement stopped, {nothing_written(out)}") from None
     from specsched.sim.bench_serving import bench_record
@@ -347,6 +379,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                                    allow_serializing=args.allow_serializing,
                                    progress=not getattr(args, "quiet", False),
                                    cpu_threads=p_threads if p_kind == "cpu" else None)
+            print_resolved_defaults(sc, profile)   # after the engine's refusals: bad input stays one line
             measured = engine.run()
         predicted = run_scenario(sc, seed=measured.summary["seed"], profile=profile, warn=False)
     except KeyboardInterrupt:
