@@ -179,6 +179,29 @@ def test_profile_says_when_its_tp_group_spans_nodes(tmp_path, capsys):
         assert ("TP16 spans 2 nodes of 8 H200" in err) == said and ("50 GB/s NIC" in err) == said
 
 
+@pytest.mark.parametrize("gpu, nccl_from", [("RTX5090", 2), ("L40S", 4)])
+def test_pcie_only_gpus_all_reduce_through_nccl_where_sglangs_custom_all_reduce_declines(tmp_path, capsys, gpu,
+                                                                                         nccl_from):
+    """SGLang 0.5.23's custom all-reduce turns itself off for more than two GPUs without NVLink
+    and where CUDA P2P is unavailable (distributed/device_communicators/custom_all_reduce_utils.py
+    ``can_use_custom_all_reduce_with_nvlink``): an L40S (PCIe, P2P) keeps it at TP2 only, an RTX
+    5090 (GeForce: no P2P) never has it. Such a group's all-reduce pays NCCL's latency
+    (``internode_allreduce_latency_s``) over the PCIe link. Before, every TP size within a node
+    was priced with the custom all-reduce's 10 us."""
+    g = load_gpu(gpu)
+    for tp in (2, 4, 8):
+        per_call = decode_like(L8, g, Parallel(tp=tp), EFF, 1, 1, 1024).allreduce_s / (2 * L8.num_layers)
+        ring = 2 * (tp - 1) / tp * L8.hidden_size * 2 / (g.link_gbps * 1e9 * EFF.interconnect)
+        latency = EFF.internode_allreduce_latency_s if tp >= nccl_from else EFF.allreduce_latency_s
+        assert per_call == pytest.approx(latency + ring)
+        assert main(["profile", "--analytic", "--model", "llama-3.1-8b", "--gpu", gpu, "--tp", str(tp),
+                     "--out", str(tmp_path / f"p{tp}.yaml")]) == 0
+        err = capsys.readouterr().err
+        assert (f"TP{tp} on {g.name}: SGLang's custom all-reduce is off" in err) == (tp >= nccl_from)
+    # NVLink parts keep the custom all-reduce at every TP size within the node
+    assert all(H200.custom_allreduce(tp) for tp in (2, 4, 8)) and not H200.custom_allreduce(16)
+
+
 def test_a_tp_group_spreads_evenly_over_the_nodes_it_spans():
     """SGLang's --nnodes runs tp_size / nnodes ranks per node: TP12 on 8-GPU nodes is 2 x 6
     (it read as 1.5 nodes of 8)."""

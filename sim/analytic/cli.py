@@ -206,6 +206,12 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
         print(f"note: TP{args.tp} spans {nodes} nodes of {per_node} {gpu.name}: every all-reduce "
               f"is NCCL's across them (SGLang's custom all-reduce stays within a node), each GPU's share between nodes over "
               f"an assumed {gpu.nic_gbps:g} GB/s NIC (roofline.collective_s)", file=sys.stderr)
+    elif args.tp > 1 and not gpu.custom_allreduce(args.tp):
+        why = (f"more than two {gpu.name} without NVLink" if gpu.pcie_only and args.tp > 2
+               else f"no PCIe peer-to-peer between {gpu.name} cards")
+        print(f"note: TP{args.tp} on {gpu.name}: SGLang's custom all-reduce is off ({why}: custom_all_reduce_utils.py "
+              f"can_use_custom_all_reduce_with_nvlink), so every all-reduce is NCCL's over {gpu.link_gbps:g} GB/s "
+              f"PCIe at the assumed NCCL latency (roofline.collective_s)", file=sys.stderr)
     _warn_if_no_pool(d)
     return 0
 

@@ -37,7 +37,10 @@ class GpuSpec(BaseModel):
     ``node_gpus``: GPUs one NVLink/xGMI domain joins (8 on an HGX board or an AMD 8-GPU
     platform, 72 in a GB200 NVL72 rack); a larger TP group spans nodes and reaches the others
     through the NICs. ``nic_gbps``: the scale-out (RDMA NIC) bandwidth per GPU per direction,
-    GB/s, that such a group's traffic between nodes crosses. ``efficiency``: this GPU's own
+    GB/s, that such a group's traffic between nodes crosses. ``pcie_only``: the GPUs of a node
+    reach each other over PCIe alone (no NVLink/xGMI); ``p2p``: the driver gives CUDA peer
+    access between them over PCIe. Both decide whether SGLang's custom all-reduce runs
+    (:meth:`custom_allreduce`). ``efficiency``: this GPU's own
     a priori values of efficiency factors (``sim.analytic.roofline.Efficiency`` field names),
     where a public measurement shows the part reaching a different share of its peak than the
     one default assumes (``efficiency_source`` says which); {}: the defaults.
@@ -61,6 +64,8 @@ class GpuSpec(BaseModel):
     gfx_arch: str | None = None
     node_gpus: int = Field(8, ge=1)
     nic_gbps: float = Field(50.0, gt=0)
+    pcie_only: bool = False
+    p2p: bool = True
     source: str
     efficiency: dict[str, float] = Field(default_factory=dict)
     efficiency_source: str | None = None
@@ -85,6 +90,24 @@ class GpuSpec(BaseModel):
         splits ``tp_size`` evenly), as many as fit: TP16 on 8-GPU nodes is 2 x 8, TP12 is 2 x 6."""
         inside = max(d for d in range(1, min(tp, self.node_gpus) + 1) if tp % d == 0)
         return inside, tp // inside
+
+    def custom_allreduce(self, tp: int) -> bool:
+        """Whether SGLang 0.5.23 runs a ``tp`` group's all-reduces with its custom all-reduce
+        (one-shot/two-shot over peer memory) rather than NCCL. The custom all-reduce turns
+        itself off (distributed/device_communicators/custom_all_reduce_utils.py
+        ``can_use_custom_all_reduce_with_nvlink``, called from ``CustomAllreduce.__init__`` and
+        custom_all_reduce_v2.py ``can_use_custom_all_reduce_v2``) at world size 1, when the
+        group spans nodes, for more than two GPUs not fully connected by NVLink/xGMI ("not
+        supported on more than two PCIe-only GPUs"), and where CUDA P2P is unavailable
+        (``can_p2p``); ``CustomAllreduce.should_custom_ar`` also declines more than two
+        PCIe-only GPUs. Then NCCL carries every all-reduce (distributed/parallel_state.py
+        ``GroupCoordinator.all_reduce`` falls through to ``inplace_all_reduce``: PyNccl or
+        torch.distributed)."""
+        if tp <= 1 or self.tp_nodes(tp)[1] > 1:
+            return False
+        if self.pcie_only and tp > 2:
+            return False
+        return self.p2p or self.platform == "hip"   # on ROCm, P2P is taken as given between xGMI GPUs
 
     @property
     def memory_bytes(self) -> float:

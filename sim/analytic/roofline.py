@@ -81,8 +81,9 @@ class Efficiency(BaseModel):
     hbm: float = Field(0.80, gt=0, le=1, description="fraction of HBM bandwidth reached by streaming reads")
     interconnect: float = Field(0.75, gt=0, le=1, description="fraction of link bandwidth reached by all-reduce")
     allreduce_latency_s: float = Field(10e-6, ge=0, description="fixed cost of one all-reduce call")
-    internode_allreduce_latency_s: float = Field(30e-6, ge=0, description="fixed cost of one all-reduce call of a TP "
-                                                 "group that spans nodes (NCCL over the NICs)")
+    internode_allreduce_latency_s: float = Field(30e-6, ge=0, description="fixed cost of one NCCL all-reduce call: a "
+                                                 "TP group that spans nodes (NCCL over the NICs), or one SGLang's "
+                                                 "custom all-reduce declines within a node (PCIe-only GPUs)")
     kernels_per_layer: int = Field(12, ge=1, description="kernels one dense GQA decoder layer launches at TP1")
     allreduce_kernels_per_layer: int = Field(2, ge=0, description="TP all-reduce kernels per layer (only when tp > 1)")
     mla_extra_kernels: int = Field(10, ge=0, description="kernels an MLA attention block adds over a GQA one")
@@ -129,7 +130,10 @@ EFFICIENCY_SOURCES = {
                                       "order of magnitude, assumed. SGLang 0.5.23 turns its custom all-reduce off when "
                                       "the TP group spans nodes (distributed/device_communicators/"
                                       "custom_all_reduce_utils.py can_use_custom_all_reduce_with_nvlink), so every "
-                                      "all-reduce of such a group is NCCL's"),
+                                      "all-reduce of such a group is NCCL's. The same figure prices NCCL within a "
+                                      "node where that function turns the custom all-reduce off: more than two "
+                                      "PCIe-only GPUs, or no CUDA P2P (gpus.GpuSpec.custom_allreduce); NCCL's "
+                                      "small-message latency over PCIe is of the same order (tens of us), assumed"),
     "kernels_per_layer": ("12: a dense GQA layer in SGLang 0.5.23 at TP1 (models/qwen3.py, llama.py): fused add-rmsnorm "
                           "x2, qkv_proj, q/k norm (one fused kernel on CUDA: models/utils.py apply_qk_norm), rope, "
                           "KV store, attention, o_proj, gate_up, silu_and_mul, down"),
@@ -544,13 +548,17 @@ def collective_s(gpu: GpuSpec, eff: Efficiency, tp: int, size: float, all_reduce
     share of the data over its NIC (``gpu.nic_gbps``), with NCCL's inter-node latency
     (``internode_allreduce_latency_s``): SGLang 0.5.23 turns its custom all-reduce off when
     the group spans nodes (distributed/device_communicators/custom_all_reduce_utils.py
-    ``can_use_custom_all_reduce_with_nvlink``). Not modelled: a GB200 rack's per-tray hosts
-    (its 72-GPU NVLink domain counts as one node) and multi-node NVLink all-reduce kernels.
+    ``can_use_custom_all_reduce_with_nvlink``). The same function turns it off within a node
+    for more than two PCIe-only GPUs and without CUDA P2P (:meth:`GpuSpec.custom_allreduce`:
+    an RTX 5090 at TP2 and up, an L40S above TP2): such a group's ring runs over its PCIe
+    ``link_gbps`` with the same NCCL latency. Not modelled: a GB200 rack's per-tray hosts
+    (its 72-GPU NVLink domain counts as one node), multi-node NVLink all-reduce kernels, and
+    NCCL's staging through host memory where P2P is absent (priced as the PCIe ring).
     """
     inside, nodes = gpu.tp_nodes(tp)
     ring = (2.0 if all_reduce else 1.0) * (inside - 1) / inside * size / (gpu.tp_link_bytes_per_s(inside) * eff.interconnect)
     if nodes <= 1:
-        return eff.allreduce_latency_s + ring
+        return (eff.allreduce_latency_s if gpu.custom_allreduce(tp) else eff.internode_allreduce_latency_s) + ring
     across = (2.0 if all_reduce else 1.0) * (nodes - 1) / nodes * size / inside / (gpu.nic_gbps * 1e9 * eff.interconnect)
     return eff.internode_allreduce_latency_s + ring + across
 

@@ -420,6 +420,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
                                               if getattr(arch, k) == default}),
             # a GPU's own efficiency factors only where the table has them (a rebuild reads them back)
             "gpu": gpu.model_dump(exclude={"gfx_arch"} | (set() if gpu.efficiency else {"efficiency", "efficiency_source"})
+                                  | {k for k, default in (("pcie_only", False), ("p2p", True)) if getattr(gpu, k) == default}
                                   | (set() if dtype in FP4_BITS else {"fp4_tflops"})), "tp": tp, "dtype": dtype,
             "window": window, "drafter": drafter, "draft_layers": draft_layers,
             **({"draft_vocab": draft_vocab} if draft_vocab is not None else {}),
