@@ -88,6 +88,10 @@ split-KV (SGLang's ``--enable-deterministic-inference`` sets FA3's num_splits to
 then torch SDPA)."""
 
 
+WEIGHT_DTYPES = ("bf16", "fp8", "mxfp4", "nvfp4", "int4")
+"""``--dtype``: the weight formats the roofline prices (roofline.py ``FP4_BITS`` for the 4-bit ones)."""
+
+
 KV_CACHE_BYTES = {"auto": 2, "bf16": 2, "bfloat16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1}
 """``--kv-cache-dtype``: SGLang's names and the element size each stores (``auto`` is what
 SGLang picks for the model and GPU, :func:`models.auto_kv_cache_dtype`; model_executor/pool_configurator.py
@@ -110,8 +114,8 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
         if not getattr(args, opt, None):
             raise ConfigError("<command line>", f"--{opt}", "<missing>",
                               f"required with --analytic: {what}; shipped: {', '.join(shipped())}")
-    if args.dtype not in (None, "bf16", "fp8", "mxfp4", "nvfp4", "int4"):
-        raise ConfigError("<command line>", "--dtype", args.dtype, "allowed: bf16, fp8, mxfp4, nvfp4, int4")
+    if args.dtype not in (None, *WEIGHT_DTYPES):
+        raise ConfigError("<command line>", "--dtype", args.dtype, f"allowed: {', '.join(WEIGHT_DTYPES)}")
     from specsched.sim.analytic.roofline import Efficiency
 
     ghz = getattr(args, "host_ghz", None)
@@ -134,6 +138,16 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
         print(_read_as_shipped_note(args.model, arch, stated if args.dtype is None else None, kv_dtype == "auto"))
     arch = _dtype_assumptions(arch, args.dtype)
     gpu = load_gpu(args.gpu)
+    weights = args.dtype or arch.checkpoint_dtype
+    why_not = gpu.weight_dtype_refusal(weights)
+    if why_not:
+        allowed = ", ".join(d for d in WEIGHT_DTYPES if gpu.weight_dtype_refusal(d) is None)
+        if args.dtype:
+            raise ConfigError("<command line>", "--dtype", args.dtype, f"not on {gpu.name}: {why_not}; "
+                              f"allowed on {gpu.name}: {allowed}")
+        raise ConfigError(arch.source, "quantization_config", weights, f"a {weights} checkpoint does not load on "
+                          f"{gpu.name}: {why_not}; give --dtype (allowed on {gpu.name}: {allowed}) to price "
+                          "another format")
     kv_chosen = ""
     if kv_dtype == "auto":
         from specsched.sim.analytic.models import auto_kv_cache_dtype

@@ -78,6 +78,24 @@ class GpuSpec(BaseModel):
         tf = self.fp8_tflops if dtype == "fp8" and self.fp8_tflops else self.bf16_tflops
         return tf * 1e12
 
+    def weight_dtype_refusal(self, dtype: str) -> str | None:
+        """Why SGLang 0.5.23 cannot serve weights of ``dtype`` on this GPU, or None.
+
+        NVFP4 (NVIDIA ModelOpt FP4) has no linear layer off CUDA: ``ModelOptFp4Config.get_min_capability``
+        is 80, but the FP4 GEMM backend ``auto`` resolves to ``flashinfer_cutlass`` on a GPU that is
+        neither SM100 nor CUDA SM80-SM90 (layers/quantization/fp4_utils.py
+        ``initialize_fp4_gemm_config``), and ``ModelOptFp4LinearMethod.process_weights_after_loading``
+        (modelopt_quant.py) raises "native dense GEMM backends require SM100+" unless the GPU is
+        Blackwell (CUDA SM10x-12x) or the backend is Marlin (CUDA SM80-SM90, weight-only). Every CUDA
+        GPU of the table is SM80 or newer, so bf16, fp8 (weight-only below SM89), mxfp4 and int4
+        (``Mxfp4Config``, ``AWQMarlinConfig``, ``GPTQMarlinConfig``: minimum capability 80) load on all."""
+        if dtype == "nvfp4" and self.platform != "cuda":
+            return ("SGLang 0.5.23 has no NVFP4 linear off CUDA (layers/quantization/fp4_utils.py "
+                    "initialize_fp4_gemm_config picks flashinfer_cutlass there, and modelopt_quant.py "
+                    "ModelOptFp4LinearMethod.process_weights_after_loading needs Blackwell or Marlin on CUDA "
+                    "SM80-SM90); AMD's 4-bit format is mxfp4")
+        return None
+
     def tp_link_bytes_per_s(self, tp: int) -> float:
         """Bytes/s per direction one GPU of a ``tp`` group can send to the others: the full
         ``link_gbps`` through a switch, ``tp - 1`` of ``mesh_links`` links on a mesh."""

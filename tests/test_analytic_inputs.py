@@ -1,0 +1,48 @@
+"""`specsched profile --analytic`: what the command takes and refuses for a model, a GPU and a
+weight format, as SGLang 0.5.23 would serve them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from specsched.sim.analytic.models import shipped_models
+from specsched.sim.profile import load_profile
+
+from specsched.cli import main
+
+
+def _run(tmp_path, capsys, *args):
+    """(exit code, stdout, stderr, the profile written or None) of one profile command."""
+    out = tmp_path / "p.yaml"
+    out.unlink(missing_ok=True)
+    code = main(["profile", "--analytic", *args, "--out", str(out)])
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err.strip(), load_profile(str(out)) if out.exists() else None
+
+
+def _refused(tmp_path, capsys, *args):
+    code, _, err, prof = _run(tmp_path, capsys, *args)
+    assert code == 2 and prof is None and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("gpu", ["MI355X", "MI300X"])
+def test_nvfp4_weights_are_refused_on_rocm_and_taken_on_cuda_sm80_and_up(tmp_path, capsys, gpu):
+    """SGLang 0.5.23 builds no NVFP4 linear off CUDA: the FP4 GEMM backend resolves to
+    flashinfer_cutlass there (layers/quantization/fp4_utils.py initialize_fp4_gemm_config) and
+    ModelOptFp4LinearMethod.process_weights_after_loading raises unless the GPU is Blackwell or
+    the backend is Marlin (CUDA SM80-SM90). ModelOptFp4Config.get_min_capability is 80, so an
+    H100 or A100 serves NVFP4 as weight-only Marlin: taken there. An MI355X nvfp4 profile was
+    written at its MXFP4 peak."""
+    err = _refused(tmp_path, capsys, "--model", "llama-3.1-8b", "--gpu", gpu, "--dtype", "nvfp4")
+    assert "--dtype = 'nvfp4'" in err and f"not on {gpu}" in err and f"allowed on {gpu}: bf16, fp8, mxfp4, int4" in err
+    # a checkpoint that is NVFP4 itself is refused the same way, naming its quantization_config
+    cfg = {**shipped_models()["llama-3.1-8b"], "quantization_config": {"quant_method": "modelopt_fp4"}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    err = _refused(tmp_path, capsys, "--model", str(path), "--gpu", gpu)
+    assert "quantization_config = 'nvfp4'" in err and "give --dtype" in err
+    assert _run(tmp_path, capsys, "--model", str(path), "--gpu", gpu, "--dtype", "mxfp4")[0] == 0
+    for cuda in ("H100", "A100-80G", "B200"):
+        assert _run(tmp_path, capsys, "--model", "llama-3.1-8b", "--gpu", cuda, "--dtype", "nvfp4")[0] == 0
