@@ -46,3 +46,35 @@ def test_nvfp4_weights_are_refused_on_rocm_and_taken_on_cuda_sm80_and_up(tmp_pat
     assert _run(tmp_path, capsys, "--model", str(path), "--gpu", gpu, "--dtype", "mxfp4")[0] == 0
     for cuda in ("H100", "A100-80G", "B200"):
         assert _run(tmp_path, capsys, "--model", "llama-3.1-8b", "--gpu", cuda, "--dtype", "nvfp4")[0] == 0
+
+
+def _config(tmp_path, **over):
+    """llama-3.1-8b's config.json with ``over`` (a value None: the key left out)."""
+    cfg = {k: v for k, v in {**shipped_models()["llama-3.1-8b"], **over}.items() if k != "source" and v is not None}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+@pytest.mark.parametrize("over, key", [({"architectures": ["BertModel"]}, "architectures = 'BertModel'"),
+                                       ({"architectures": ["Qwen3ForRewardModel"]}, "architectures"),
+                                       ({"architectures": ["FooForSequenceClassification"]}, "architectures"),
+                                       ({"architectures": ["FooModel"], "model_type": "xlm-roberta"}, "model_type")])
+def test_a_non_generative_or_encoder_only_config_is_refused(tmp_path, capsys, over, key):
+    """An embedding, reward or classification model (SGLang 0.5.23 configs/model_config.py
+    is_generation_model) or an encoder-only one never decodes: it was priced as a Llama decoder."""
+    err = _refused(tmp_path, capsys, "--model", _config(tmp_path, **over), "--gpu", "H200")
+    assert key in err and "generative decoder" in err
+
+
+@pytest.mark.parametrize("over, said", [({"architectures": ["FooBarForCausalLM"]}, "architectures FooBarForCausalLM"),
+                                        ({"architectures": None}, "no architectures in the config")])
+def test_an_architecture_sglang_has_no_class_for_is_priced_as_a_llama_decoder_and_said(tmp_path, capsys, over, said):
+    """A name none of SGLang 0.5.23's model classes carries (models/registry.py), or none at all,
+    was priced silently as a Llama decoder: one note line says so; a native name says nothing."""
+    code, _, err, prof = _run(tmp_path, capsys, "--model", _config(tmp_path, **over), "--gpu", "H200")
+    notes = [line for line in err.splitlines() if "Llama-style dense decoder" in line]
+    assert code == 0 and prof is not None and len(notes) == 1 and notes[0].startswith("note:") and said in notes[0]
+    for native in ("LlamaForCausalLM", "MistralForCausalLM", "Olmo3ForCausalLM"):   # Olmo3: SGLang's Olmo2 class
+        err = _run(tmp_path, capsys, "--model", _config(tmp_path, architectures=[native]), "--gpu", "H200")[2]
+        assert "Llama-style dense decoder" not in err

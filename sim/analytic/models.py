@@ -191,6 +191,70 @@ MM_NO_CHUNKED_PREFILL_ARCHS = frozenset({"Grok1VForCausalLM", "Grok1AForCausalLM
 ``--chunked-prefill-size -1`` (arg_groups/model_hook.py ``_handle_model_capability_adjustments``,
 run after ``handle_gpu_memory_settings`` has sized the memory with the default chunk)."""
 
+NON_GENERATIVE_ARCHS = frozenset({
+    "LlamaEmbeddingModel", "MistralModel", "LlamaForSequenceClassification",
+    "LlamaForSequenceClassificationWithNormal_Weights", "InternLM2ForRewardModel", "Qwen2ForRewardModel",
+    "Qwen3ForRewardModel", "Qwen2ForSequenceClassification", "Qwen3ForSequenceClassification", "Qwen3Model",
+    "CLIPModel", "BertModel", "Contriever", "BertForSequenceClassification", "XLMRobertaModel",
+    "XLMRobertaForSequenceClassification", "Gemma2ForSequenceClassification", "EmbeddingGemma2Model",
+    "Lfm2BidirectionalModel",
+})
+"""Architectures SGLang 0.5.23 serves as embedding, reward or classification models, which
+never decode (configs/model_config.py ``is_generation_model``)."""
+
+NON_GENERATIVE_HEADS = ("ForSequenceClassification", "ForTokenClassification", "ForMaskedLM", "ForQuestionAnswering",
+                        "ForMultipleChoice", "ForRewardModel", "EmbeddingModel")
+"""Class-name endings of transformers' task heads that score or embed rather than generate
+(the same kinds as :data:`NON_GENERATIVE_ARCHS`, under other model names)."""
+
+ENCODER_MODEL_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "distilbert", "albert", "electra", "deberta",
+                                 "deberta-v2", "modernbert", "camembert", "mpnet", "nomic_bert"})
+"""``model_type`` values of encoder-only (bidirectional) transformers: no causal decoder to price."""
+
+
+@cache
+def sglang_architectures() -> frozenset[str]:
+    """The architectures SGLang 0.5.23 implements natively (``data/sglang_architectures.yaml``,
+    read from its models/registry.py ``import_model_classes``), and the names its config classes
+    replace by one of those (``renamed``: configs/olmo3.py reads ``Olmo3ForCausalLM`` as
+    ``Olmo2ForCausalLM``)."""
+    table = yaml.safe_load((_tables() / "sglang_architectures.yaml").read_text())
+    return frozenset(table["architectures"]) | frozenset(table["renamed"])
+
+
+def _check_architectures(cfg: dict[str, Any], archs: list[str], file: str, assumptions: list[str]) -> None:
+    """Refuse a config that names no generative decoder; say how one SGLang has no class for is priced.
+
+    A non-generative architecture (:data:`NON_GENERATIVE_ARCHS`, a task head of
+    :data:`NON_GENERATIVE_HEADS`) or an encoder-only ``model_type`` (:data:`ENCODER_MODEL_TYPES`)
+    is refused: SGLang serves the first as an embedding model, which never decodes. An
+    ``architectures`` list naming none of SGLang's native classes (:func:`sglang_architectures`),
+    or a config without one, adds an assumption (printed as one ``note:`` line): the roofline
+    prices it as a Llama-style dense decoder from the config's fields; SGLang itself would run
+    such a name through its Transformers backend or refuse it (model_loader/utils.py
+    ``get_model_architecture``, ``resolve_transformers_arch``).
+
+    Raises:
+        ConfigError: a non-generative architecture or an encoder-only model_type.
+    """
+    for a in archs:
+        if a in NON_GENERATIVE_ARCHS or a.endswith(NON_GENERATIVE_HEADS):
+            raise ConfigError(file, "architectures", a, "a non-generative (embedding, reward or classification) model: "
+                              "SGLang serves it without decoding (configs/model_config.py is_generation_model); "
+                              "allowed: a generative decoder (e.g. LlamaForCausalLM)")
+    model_type = str(cfg.get("model_type", "")).lower()
+    if model_type in ENCODER_MODEL_TYPES:
+        raise ConfigError(file, "model_type", cfg["model_type"], "an encoder-only (bidirectional) model, which "
+                          "does not decode; allowed: a generative decoder's config (e.g. model_type llama)")
+    if not archs:
+        assumptions.append("no architectures in the config (SGLang picks its model class by it: models/registry.py): "
+                           "priced as a Llama-style dense decoder from the config's fields")
+    elif not sglang_architectures() & set(archs):
+        assumptions.append(f"architectures {', '.join(archs)} is not a model SGLang 0.5.23 implements (models/registry.py;"
+                           " it would try its Transformers backend): priced as a Llama-style dense decoder from the "
+                           "config's fields")
+
+
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size")
 """config.json keys without which no shape can be derived."""
 
@@ -788,6 +852,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
     cfg = _config_class_defaults(cfg, file)
     _refuse_unmodelled(cfg, file)
     assumptions = _strings(cfg.get("assumptions"), file, "assumptions")
+    _check_architectures(outer, outer_archs, file, assumptions)
     cfg = _mla_defaults(cfg, assumptions)
     for k in REQUIRED:
         _get(cfg, file, k)
