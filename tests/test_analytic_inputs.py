@@ -78,3 +78,26 @@ def test_an_architecture_sglang_has_no_class_for_is_priced_as_a_llama_decoder_an
     for native in ("LlamaForCausalLM", "MistralForCausalLM", "Olmo3ForCausalLM"):   # Olmo3: SGLang's Olmo2 class
         err = _run(tmp_path, capsys, "--model", _config(tmp_path, architectures=[native]), "--gpu", "H200")[2]
         assert "Llama-style dense decoder" not in err
+
+
+def test_a_draft_model_of_another_vocabulary_is_refused_as_sglang_refuses_it(tmp_path, capsys):
+    """SGLang 0.5.23 stops at start when a STANDALONE draft model's vocab_size differs from the
+    target's (speculative/standalone_worker_v2.py _validate_vocab_compatibility): Qwen3-0.6B
+    (151936) drafting for Qwen2.5-72B (152064) was written silently."""
+    err = _refused(tmp_path, capsys, "--model", "qwen2.5-72b", "--gpu", "H100", "--tp", "4",
+                   "--draft-model", "qwen3-0.6b")
+    assert "--draft-model = 'qwen3-0.6b'" in err and "151936" in err and "152064" in err
+    code, _, err, _ = _run(tmp_path, capsys, "--model", "qwen3-32b", "--gpu", "H100", "--tp", "4",
+                           "--draft-model", "qwen3-0.6b")
+    assert code == 0 and "vocab" not in err
+
+
+def test_more_draft_layers_than_the_target_has_is_warned_once(tmp_path, capsys):
+    """--draft-layers prices a drafter of that many target-shaped layers; one deeper than the
+    target itself (llama-3.2-1b has 16) was taken silently. One warning line; 16 says nothing."""
+    for layers, warned in ((17, True), (16, False)):
+        code, _, err, prof = _run(tmp_path, capsys, "--model", "llama-3.2-1b", "--gpu", "H100",
+                                  "--draft-layers", str(layers))
+        lines = [line for line in err.splitlines() if "--draft-layers" in line]
+        assert code == 0 and prof is not None and len(lines) == int(warned)
+        assert not warned or (lines[0].startswith("warning:") and "16 layers" in lines[0])

@@ -146,7 +146,7 @@ def test_standalone_on_a_profile_without_a_draft_model_says_what_it_prices(tmp_p
     plain, dm = tmp_path / "plain.yaml", tmp_path / "dm.yaml"
     base = ["profile", "--analytic", "--model", "llama-3.1-8b", "--gpu", "H100", "--tp", "1", "-q"]
     assert main([*base, "--out", str(plain)]) in (0, None)
-    assert main([*base, "--draft-model", "qwen3-0.6b", "--out", str(dm)]) in (0, None)
+    assert main([*base, "--draft-model", "llama-3.2-1b", "--out", str(dm)]) in (0, None)
     sc = tmp_path / "s.yaml"
     sc.write_text(yaml.safe_dump({
         "name": "s", "profile": str(plain),

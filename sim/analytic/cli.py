@@ -181,6 +181,18 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
                       draft_layers=args.draft_layers or 1, eff=eff, name=args.name, model_ref=args.model,
                       draft_vocab=getattr(args, "draft_vocab", None),
                       draft_model=draft_arch)
+    if draft_arch is not None and draft_arch.vocab_size != arch.vocab_size:
+        # SGLang 0.5.23 stops at start: speculative/standalone_worker_v2.py
+        # StandaloneWorkerV2._validate_vocab_compatibility raises on unequal vocab_size
+        raise ConfigError("<command line>", "--draft-model", args.draft_model,
+                          f"its vocab_size {draft_arch.vocab_size} differs from the target's {arch.vocab_size}: SGLang's "
+                          "STANDALONE drafting needs the target's vocabulary and refuses to start "
+                          "(speculative/standalone_worker_v2.py _validate_vocab_compatibility); allowed: a draft model "
+                          f"of vocab_size {arch.vocab_size} (the same tokenizer)")
+    if args.draft_layers is not None and args.draft_layers > arch.num_layers:
+        print(f"warning: --draft-layers {args.draft_layers} is more than {arch.name}'s own {arch.num_layers} layers: "
+              "the drafter is priced deeper than the model it drafts for (an EAGLE/MTP head has 1 layer, a "
+              "DSpark/DFlash block drafter a few)", file=sys.stderr)
     if args.name is None:
         # the default name (and so the default --out file) tells the KV type and the drafter
         # apart: two profiles that differ only there no longer overwrite one another
