@@ -101,3 +101,18 @@ def test_more_draft_layers_than_the_target_has_is_warned_once(tmp_path, capsys):
         lines = [line for line in err.splitlines() if "--draft-layers" in line]
         assert code == 0 and prof is not None and len(lines) == int(warned)
         assert not warned or (lines[0].startswith("warning:") and "16 layers" in lines[0])
+
+
+@pytest.mark.parametrize("given, dtype", [("FP8", "fp8"), ("BF16", "bf16"), ("bfloat16", "bf16"), ("Int4", "int4"),
+                                          ("modelopt_fp8", "fp8"), ("awq", "int4"), ("MODELOPT_FP4", "nvfp4")])
+def test_dtype_is_read_in_any_case_and_in_sglangs_own_spellings(tmp_path, capsys, given, dtype):
+    """--gpu h100 was taken while --dtype FP8 or bfloat16 (SGLang's own --dtype spelling) was
+    refused; the --quantization names of one weight format (arg_groups/choices.py) are taken too."""
+    code, _, _, prof = _run(tmp_path, capsys, "--model", "llama-3.1-8b", "--gpu", "h100", "--dtype", given)
+    assert code == 0 and prof.analytic["dtype"] == dtype and prof.name == f"h100-llama-3.1-8b-tp1-{dtype}-analytic"
+
+
+@pytest.mark.parametrize("given", ["float8", "fp8_e4m3", "gptq", "int8"])
+def test_a_dtype_spelling_sglang_does_not_use_for_weights_is_refused_with_the_allowed_list(tmp_path, capsys, given):
+    err = _refused(tmp_path, capsys, "--model", "llama-3.1-8b", "--gpu", "H100", "--dtype", given)
+    assert f"--dtype = {given!r}" in err and "allowed: bf16, fp8, mxfp4, nvfp4, int4" in err and "bfloat16" in err

@@ -91,6 +91,16 @@ then torch SDPA)."""
 WEIGHT_DTYPES = ("bf16", "fp8", "mxfp4", "nvfp4", "int4")
 """``--dtype``: the weight formats the roofline prices (roofline.py ``FP4_BITS`` for the 4-bit ones)."""
 
+DTYPE_ALIASES = {"bfloat16": "bf16", "modelopt_fp8": "fp8", "w8a8_fp8": "fp8", "modelopt_fp4": "nvfp4",
+                 "awq": "int4", "awq_marlin": "int4"}
+"""Other spellings ``--dtype`` takes (any case, as ``--gpu`` is read), each one SGLang 0.5.23 itself
+takes for that format: ``bfloat16``, its ``--dtype`` (arg_groups/fields/model.py choices), and
+the ``--quantization`` names of one weight format (arg_groups/choices.py ``QUANTIZATION_CHOICES``:
+``modelopt_fp8``/``w8a8_fp8`` fp8, ``modelopt_fp4`` NVFP4, ``awq``/``awq_marlin`` 4-bit AWQ). Not
+taken: ``float8``/``fp8_e4m3`` (no SGLang weight option spells fp8 so; fp8_e4m3 is a
+``--kv-cache-dtype``), ``gptq`` (its checkpoints are 2, 3, 4 or 8 bits), ``float16``/``half``
+(fp16 weights are not priced)."""
+
 
 KV_CACHE_BYTES = {"auto": 2, "bf16": 2, "bfloat16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1}
 """``--kv-cache-dtype``: SGLang's names and the element size each stores (``auto`` is what
@@ -114,8 +124,12 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
         if not getattr(args, opt, None):
             raise ConfigError("<command line>", f"--{opt}", "<missing>",
                               f"required with --analytic: {what}; shipped: {', '.join(shipped())}")
-    if args.dtype not in (None, *WEIGHT_DTYPES):
-        raise ConfigError("<command line>", "--dtype", args.dtype, f"allowed: {', '.join(WEIGHT_DTYPES)}")
+    if args.dtype is not None:
+        given = args.dtype
+        args.dtype = DTYPE_ALIASES.get(given.strip().lower(), given.strip().lower())
+        if args.dtype not in WEIGHT_DTYPES:
+            raise ConfigError("<command line>", "--dtype", given, f"allowed: {', '.join(WEIGHT_DTYPES)} (any case), "
+                              f"or SGLang's spellings {', '.join(f'{k} ({v})' for k, v in DTYPE_ALIASES.items())}")
     from specsched.sim.analytic.roofline import Efficiency
 
     ghz = getattr(args, "host_ghz", None)
@@ -356,7 +370,8 @@ def add_analytic_arguments(p: argparse.ArgumentParser, standalone: bool) -> None
     g.add_argument("--model", default=None, help="a shipped model name (e.g. llama-3.1-8b) or a config.json path")
     g.add_argument("--gpu", default=None, help="a shipped GPU: MI355X, MI325X, MI300X, H100, H800, H20, H200, B200, GB200, A100-80G, A100-40G, L40S, RTX5090")
     g.add_argument("--tp", type=int, default=1, help="tensor-parallel size (default 1)")
-    g.add_argument("--dtype", default=None, help="bf16, fp8, mxfp4, nvfp4 or int4 (AWQ/GPTQ w4a16) weights and GEMMs; the 4-bit formats "
+    g.add_argument("--dtype", default=None, help="bf16, fp8, mxfp4, nvfp4 or int4 (AWQ/GPTQ w4a16) weights and GEMMs, any case "
+                   "(SGLang's bfloat16, modelopt_fp8, w8a8_fp8, modelopt_fp4, awq, awq_marlin too); the 4-bit formats "
                    "cover the modules SGLang quantizes with them (mxfp4: routed experts) (default: the checkpoint's, "
                    "or the one a Hugging Face id's tag states: -FP8 is fp8)")
     g.add_argument("--drafter", default=None, help="block (DSpark/DFlash) or chain (EAGLE/MTP/STANDALONE) (default block; "
