@@ -116,3 +116,30 @@ def test_dtype_is_read_in_any_case_and_in_sglangs_own_spellings(tmp_path, capsys
 def test_a_dtype_spelling_sglang_does_not_use_for_weights_is_refused_with_the_allowed_list(tmp_path, capsys, given):
     err = _refused(tmp_path, capsys, "--model", "llama-3.1-8b", "--gpu", "H100", "--dtype", given)
     assert f"--dtype = {given!r}" in err and "allowed: bf16, fp8, mxfp4, nvfp4, int4" in err and "bfloat16" in err
+
+
+@pytest.mark.parametrize("name, shipped, tag", [("Qwen/Qwen2.5-7B-Instruct-AWQ", "qwen2.5-7b", "AWQ"),
+                                                ("Qwen/Qwen2.5-7B-Instruct-GPTQ-Int4", "qwen2.5-7b", "GPTQ-Int4"),
+                                                ("hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4", "llama-3.1-8b",
+                                                 "AWQ-INT4"),
+                                                ("TheBloke/Llama-3.1-8B-GPTQ", "llama-3.1-8b", "GPTQ")])
+def test_an_awq_or_gptq_hub_id_of_a_shipped_model_prices_int4_weights(tmp_path, capsys, name, shipped, tag):
+    """-AWQ, -GPTQ(-Int4), -Int4 ids of a shipped model were refused as "not a shipped model" while
+    -FP8 ids were read; the roofline prices AWQ/GPTQ w4a16 as int4 (a config.json with quant_method
+    awq or gptq bits 4), so the id prices the same weights as --dtype int4 on the shipped name."""
+    code, out, _, prof = _run(tmp_path, capsys, "--model", name, "--gpu", "H100")
+    assert code == 0 and prof.analytic["dtype"] == "int4" and f"as its {tag} tag states" in out
+    assert ("4-bit assumed" in out) == (tag == "GPTQ")
+    as_int4 = _run(tmp_path, capsys, "--model", shipped, "--gpu", "H100", "--dtype", "int4")[3]
+    assert prof.hardware.weight_bytes == as_int4.hardware.weight_bytes
+    assert prof.gpu.decode.seconds == as_int4.gpu.decode.seconds
+    # another --dtype contradicts the checkpoint's format, as with an FP8 id
+    err = _refused(tmp_path, capsys, "--model", name, "--gpu", "H100", "--dtype", "fp8")
+    assert "--dtype = 'fp8'" in err and "allowed: int4, or no --dtype" in err
+
+
+@pytest.mark.parametrize("name", ["Qwen/Qwen2.5-7B-Instruct-GPTQ-Int8", "RedHatAI/Llama-3.1-8B-Instruct-W8A8"])
+def test_an_int8_hub_id_of_a_shipped_model_says_it_is_not_priced_and_what_to_give(tmp_path, capsys, name):
+    err = _refused(tmp_path, capsys, "--model", name, "--gpu", "H100")
+    assert f"--model = {name!r}" in err and "8-bit integer weights" in err and "config.json" in err
+    assert "--dtype fp8" in err and "not a config.json file nor a shipped model" not in err

@@ -115,6 +115,7 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
         load_model,
         shipped_key,
         shipped_models,
+        stated_format_tag,
         stated_weight_format,
     )
     from specsched.sim.analytic.writer import build_profile
@@ -144,11 +145,12 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
     arch = load_model(args.model)
     if arch.name != args.model.lower() and shipped_key(args.model) == arch.name:
         stated = stated_weight_format(args.model)
-        if stated == "fp8" and args.dtype not in (None, "fp8"):
+        if stated in ("fp8", "int4") and args.dtype not in (None, stated):
+            what = "fp8 weights" if stated == "fp8" else "4-bit integer weights (AWQ/GPTQ w4a16)"
             raise ConfigError("<command line>", "--dtype", args.dtype,
-                              f"contradicts --model {args.model}, whose FP8 tag names a checkpoint of fp8 weights, which "
-                              "SGLang serves as fp8 (configs/model_config.py _verify_quantization keeps a checkpoint's "
-                              "format); allowed: fp8, or no --dtype")
+                              f"contradicts --model {args.model}, whose {stated_format_tag(args.model)} tag names a "
+                              f"checkpoint of {what}, which SGLang serves as such (configs/model_config.py "
+                              f"_verify_quantization keeps a checkpoint's format); allowed: {stated}, or no --dtype")
         print(_read_as_shipped_note(args.model, arch, stated if args.dtype is None else None, kv_dtype == "auto"))
     arch = _dtype_assumptions(arch, args.dtype)
     gpu = load_gpu(args.gpu)
@@ -268,8 +270,14 @@ def _read_as_shipped_note(model: str, arch: Any, stated: str | None, kv_auto: bo
             "date tag does not change its shapes")
     if stated is None or stated != arch.checkpoint_dtype:
         return note + ", and --dtype sets the weights' format)"
-    note += (f"), its weights priced as {stated}, as its {stated.upper()} tag states (SGLang serves a checkpoint's "
+    from specsched.sim.analytic.models import stated_format_tag
+
+    tag = stated_format_tag(model) if stated == "int4" else stated.upper()   # an int4 name says AWQ or GPTQ
+    note += (f"), its weights priced as {stated}, as its {tag} tag states (SGLang serves a checkpoint's "
              "weights in the format its quantization config names)")
+    if stated == "int4" and tag.lower() == "gptq":
+        note += ("; 4-bit assumed, GPTQ's usual width, as the name states none (a -GPTQ-Int8 checkpoint is 8-bit: "
+                 "give its config.json to read it)")
     if stated == "fp8" and kv_auto:
         note += ("; whether the checkpoint also declares an FP8 KV cache (kv_cache_quant_algo) a name does not tell, "
                  "so --kv-cache-dtype auto keeps bf16: give its config.json, or --kv-cache-dtype fp8_e4m3")

@@ -1240,9 +1240,19 @@ _FP8_TAG = r"(w8a8-)?fp8(-dynamic|-static|-block)?"
 """The tags of a Hugging Face id that name a checkpoint of FP8 weights: ``-FP8``
 (``nvidia/Llama-3.1-8B-Instruct-FP8``, ``Qwen/Qwen3-30B-A3B-FP8``), ``-FP8-dynamic`` and
 ``-W8A8-FP8`` (llm-compressor's compressed-tensors exports), ``-FP8-static``, ``-FP8-block``.
-A bare ``-W8A8`` is int8 and stays unknown (refused)."""
+A bare ``-W8A8`` is int8 (:data:`_INT8_TAGS`: refused, saying what to give)."""
 
-_TUNE_TAGS = re.compile(rf"(-(instruct|chat|it|base|hf|bf16|{_FP8_TAG}|\d{{4}}|v\d+\.\d+))+$")
+_INT4_TAGS = ("awq", "gptq", "int4", "w4a16")
+"""Tags of a Hugging Face id that name 4-bit integer weights with 16-bit activations:
+``-AWQ`` (``Qwen/Qwen2.5-7B-Instruct-AWQ``), ``-GPTQ-Int4``, ``-AWQ-INT4``, ``-W4A16``; a bare
+``-GPTQ`` is read as 4-bit, its usual width (said in the note)."""
+
+_INT8_TAGS = ("int8", "w8a16", "w8a8")
+"""Tags that name 8-bit integer weights (``-GPTQ-Int8``, ``-W8A8``), which the roofline does
+not price: such a name is refused with what to give instead (:func:`load_model`)."""
+
+_TUNE_TAGS = re.compile(rf"(-(instruct|chat|it|base|hf|bf16|{_FP8_TAG}|{'|'.join(_INT4_TAGS + _INT8_TAGS)}"
+                        r"|\d{4}|v\d+\.\d+))+$")
 """Trailing tags of a Hugging Face id that name a tune, a weight format, a release date or a
 weights release of the same architecture (``Llama-3.1-8B-Instruct``,
 ``Qwen3-30B-A3B-Instruct-2507``, ``Mixtral-8x7B-Instruct-v0.1``,
@@ -1266,7 +1276,9 @@ def shipped_key(name: str) -> str | None:
 
 def stated_weight_format(name: str) -> str | None:
     """The weight format a Hugging Face id's trailing tags state (:data:`_TUNE_TAGS`): ``fp8``
-    for an FP8 tag (:data:`_FP8_TAG`), ``bf16`` for ``-BF16``; None when they state none.
+    for an FP8 tag (:data:`_FP8_TAG`), ``int4`` for an AWQ/GPTQ/Int4 tag (:data:`_INT4_TAGS`),
+    ``int8`` for an 8-bit integer one (:data:`_INT8_TAGS`), ``bf16`` for ``-BF16``; None when they
+    state none.
 
     Such a tag names the checkpoint, and SGLang 0.5.23 serves a checkpoint's weights in the
     format its quantization config states (configs/model_config.py ``_verify_quantization``:
@@ -1274,9 +1286,32 @@ def stated_weight_format(name: str) -> str | None:
     ``quantization_config``, or from a ModelOpt ``hf_quant_config.json`` beside it, ``quant_algo:
     FP8`` read as ``modelopt_fp8``), not as bf16; a ``--quantization`` other than the
     checkpoint's is refused there unless it is a listed compatible one."""
+    words = _format_words(name)
+    if "fp8" in words:
+        return "fp8"
+    if any(w in _INT8_TAGS for w in words):
+        return "int8"
+    if any(w in _INT4_TAGS for w in words):
+        return "int4"
+    return "bf16" if "bf16" in words else None
+
+
+def _format_words(name: str) -> list[str]:
+    """The trailing tags of a Hugging Face id (:data:`_TUNE_TAGS`), lower case, one word each."""
     tags = _TUNE_TAGS.search(name.lower().rsplit("/", 1)[-1])
-    words = tags.group().split("-") if tags else []
-    return "fp8" if "fp8" in words else "bf16" if "bf16" in words else None
+    return tags.group().split("-")[1:] if tags else []
+
+
+def stated_format_tag(name: str) -> str:
+    """The tag(s) of ``name`` that state its weight format, as written (``AWQ``, ``GPTQ-Int4``,
+    ``FP8-dynamic``), for a note to quote; empty when none does."""
+    fmt = {"fp8", "bf16", *_INT4_TAGS, *_INT8_TAGS}
+    last = name.rsplit("/", 1)[-1]
+    tags = _TUNE_TAGS.search(last.lower())
+    if not tags:
+        return ""
+    words = last[tags.start():].split("-")[1:]
+    return "-".join(w for w in words if w.lower() in fmt or w.lower() in ("dynamic", "static", "block"))
 
 
 def with_stated_format(arch: ModelArch, name: str) -> ModelArch:
@@ -1289,6 +1324,11 @@ def with_stated_format(arch: ModelArch, name: str) -> ModelArch:
     said = f"; {fmt} weights, as the name {name} states"
     if fmt == "fp8" and not arch.fp8_native and arch.weight_format is None:
         return arch.model_copy(update={"fp8_native": True, "source": arch.source + said})
+    if fmt == "int4" and arch.weight_format != "int4":
+        # AWQ/GPTQ w4a16: every decoder linear and routed expert at 4 bits (roofline FP4_BITS["int4"]),
+        # as a config.json with quant_method awq/gptq bits 4 is priced (:func:`int4_format`)
+        return arch.model_copy(update={"fp8_native": False, "fp8_routed_experts_only": False, "weight_format": "int4",
+                                       "kv_cache_quant_algo": None, "source": arch.source + said})
     if fmt == "bf16" and (arch.fp8_native or arch.weight_format is not None):
         return arch.model_copy(update={"fp8_native": False, "fp8_routed_experts_only": False, "weight_format": None,
                                        "kv_cache_quant_algo": None, "source": arch.source + said})
@@ -1311,6 +1351,12 @@ def load_model(name_or_path: str, option: str = "--model") -> ModelArch:
     if key not in table:
         key = None if is_input_file(p) else shipped_key(name_or_path)
     if key is not None:
+        if stated_weight_format(name_or_path) == "int8":
+            raise ConfigError("<command line>", option, name_or_path,
+                              f"its {stated_format_tag(name_or_path)} tag names 8-bit integer weights, which the analytic "
+                              f"roofline does not price (it prices bf16, fp8, mxfp4, nvfp4 and 4-bit AWQ/GPTQ as int4); "
+                              f"give the checkpoint's config.json (an unpriced format is priced as bf16 and said), or "
+                              f"{key} with --dtype fp8 for an 8-bit estimate")
         return with_stated_format(from_hf_config(table[key], key, f"shipped model {key}"), name_or_path)
     if not is_input_file(p):
         raise ConfigError("<command line>", option, name_or_path,
