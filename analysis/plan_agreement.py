@@ -30,8 +30,11 @@ class PlanAgreement:
     ``steps``: rows of each run's steps table (predicted, measured); ``identical``: how many
     leading rows are equal in every :data:`PLAN_COLUMNS` column; ``first_difference``: the
     first differing row of each run as ``column=value`` text (None when one run's rows are a
-    prefix of the other's, or all agree); ``retractions`` and ``extend_batches``: each run's
-    count (extend batches: steps whose main part extends).
+    prefix of the other's, or all agree); ``retractions``, ``extend_batches`` and
+    ``preemptions``: each run's count (extend batches: steps whose main part extends, mixed
+    steps included: SGLang's mixed chunk is a prefill batch that carries decode rows,
+    scheduler.py ``get_new_batch_prefill`` with ``enable_mixed_chunk``; preemptions: running
+    requests a higher priority took the place of, ``num_preemptions``).
     """
 
     steps: tuple[int, int]
@@ -39,6 +42,7 @@ class PlanAgreement:
     first_difference: tuple[str, str] | None
     retractions: tuple[int | None, int | None]
     extend_batches: tuple[int, int]
+    preemptions: tuple[int | None, int | None] = (None, None)
 
     @property
     def all_identical(self) -> bool:
@@ -48,7 +52,10 @@ class PlanAgreement:
         """One line for the terminal, e.g. ``step plans: 263 of 263 rows identical
         (retractions 3 / 3, extend batches 12 / 12; predicted / measured)``."""
         (p, m), (rp, rm), (ep, em) = self.steps, self.retractions, self.extend_batches
-        counts = f"retractions {_n(rp)} / {_n(rm)}, extend batches {ep} / {em}; predicted / measured"
+        counts = f"retractions {_n(rp)} / {_n(rm)}, extend batches {ep} / {em}"
+        if any(self.preemptions):   # said where a run preempted (priority scheduling)
+            counts += f", preemptions {_n(self.preemptions[0])} / {_n(self.preemptions[1])}"
+        counts += "; predicted / measured"
         if self.all_identical:
             return f"step plans: {p} of {p} rows identical ({counts})"
         head = f"step plans: the first {self.identical} of {p} / {m} rows identical"
@@ -85,12 +92,15 @@ def plan_agreement(predicted_steps: pd.DataFrame, measured_steps: pd.DataFrame,
 
     def extends(t: pd.DataFrame) -> int:
         main = t["part"] == "main" if "part" in t.columns else True
-        return int(((t["mode"] == "extend") & main).sum()) if "mode" in t.columns else 0
+        return int((t["mode"].isin(("extend", "mixed")) & main).sum()) if "mode" in t.columns else 0
 
-    def retractions(s: dict[str, Any] | None) -> int | None:
-        v = (s or {}).get("num_retractions")
+    def count(s: dict[str, Any] | None, key: str) -> int | None:
+        v = (s or {}).get(key)
         return int(v) if isinstance(v, (int, float)) and v == v else None
 
     return PlanAgreement(steps=(len(a), len(b)), identical=identical, first_difference=first,
-                         retractions=(retractions(predicted_summary), retractions(measured_summary)),
-                         extend_batches=(extends(predicted_steps), extends(measured_steps)))
+                         retractions=(count(predicted_summary, "num_retractions"),
+                                      count(measured_summary, "num_retractions")),
+                         extend_batches=(extends(predicted_steps), extends(measured_steps)),
+                         preemptions=(count(predicted_summary, "num_preemptions"),
+                                      count(measured_summary, "num_preemptions")))

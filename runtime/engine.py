@@ -396,7 +396,8 @@ class RuntimeEngine(LoopHost):
                        graphs=graphs and self.dev.is_gpu,
                        prefill_graph_tokens=max(self._prefill_buckets(graphs), default=0))
         check_fits(est, preset=preset, slots=slots, is_gpu=self.dev.is_gpu, torch_device=self.dev.torch_device,
-                   source=str(scenario.path or scenario.name), configured=srv.max_total_num_tokens)
+                   source=str(scenario.path or scenario.name), configured=srv.max_total_num_tokens,
+                   max_context=max_ctx)
         self.memory_estimate = est
         torch.manual_seed(self.seed)
         dt = self.dev.dtype

@@ -125,7 +125,7 @@ def memory_info(is_gpu: bool, torch_device: object = None) -> tuple[int | None, 
 
 def check_fits(est: MemoryEstimate, *, preset: str, slots: int, is_gpu: bool, torch_device: object = None,
                source: str = "<runtime>", configured: int | None = None,
-               free_total: tuple[int, int] | None = None) -> None:
+               free_total: tuple[int, int] | None = None, max_context: int | None = None) -> None:
     """Refuse a run that will not fit, before anything is allocated.
 
     Args:
@@ -138,6 +138,11 @@ def check_fits(est: MemoryEstimate, *, preset: str, slots: int, is_gpu: bool, to
             what the rows can map, ``slots - 1``, when that is smaller).
         free_total: (bytes free, bytes in all) to check against instead of asking the
             device (tests size a GPU's memory on the CPU this way).
+        max_context: the longest request's positions (prompt plus output), which the
+            activations' gathered K/V and attention mask grow with (:func:`estimate`): named
+            when the activations are the largest part, since the keys that shrink the other
+            parts do not move them then (a 766K-token prompt of an agentic length file needed
+            42.6 GiB of them whatever the pool, running cap or graph size).
 
     Raises:
         ConfigError: the estimate exceeds :data:`HEADROOM` of the free memory (one line naming
@@ -151,11 +156,16 @@ def check_fits(est: MemoryEstimate, *, preset: str, slots: int, is_gpu: bool, to
     if free is None or est.total <= HEADROOM * free:
         return
     of = f" of {total / GIB:.1f} GiB" if total else ""
+    context = ""
+    if max_context and est.activations >= max(est.kv, est.graphs, est.weights):
+        # the proxy's attention gathers each row's whole context: a long prompt drives them
+        context = (f"; the activations grow with the longest request's {max_context} tokens of context "
+                   "(prompt plus output): shorter workload lengths shrink them")
     raise ConfigError(source, "server.max_total_num_tokens", configured if configured is not None else slots - 1,
                       f"preset {preset} with a {slots - 1}-token KV pool needs about {est.describe()}, "
                       f"{where} is {free / GIB:.1f} GiB{of}: lower server.max_total_num_tokens (KV), "
                       "server.cuda_graph_max_bs (graphs) or server.max_running_requests (activations), "
-                      "or use a smaller --preset")
+                      f"or use a smaller --preset{context}")
 
 
 # ---------------------------------------------------------------- out of memory mid-run

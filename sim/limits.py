@@ -42,6 +42,7 @@ warned of before it runs (:func:`memory_estimate`).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,9 +61,11 @@ from specsched.sim.served import (
     check_turn_context,
     context_length,
     cut_turns,
+    cutting_server,
     first_never_fit,
     largest_request,
     max_len,
+    output_cut,
     served_requests,
     served_rows,
     trace_output_cut,
@@ -331,20 +334,36 @@ def _check_largest_request(scenario: Scenario, hw: Hardware | None) -> None:
     i, o = largest_request(scenario)
     # its output as SGLang cuts it (served_requests runs the cut); as asked where the cut leaves none
     o_served = int(trace_output_cut(scenario, np.array([i]), np.array([o]), hw)[0])
+    served_at = _served_at(scenario, hw, i, o)
     try:
         if srv.disaggregation is None:
-            check_request_pool(file, srv, "server", i, o_served, w.ignore_eos)
+            check_request_pool(file, srv, "server", i, o_served, w.ignore_eos, served_at)
         else:
             # each role's servers hold their own pool: a prefill server's copy of a request asks
             # for its first token only (PrefillBootstrapQueue._process_req), a decode server's
             # holds the whole context and is preallocated first
             check_request_pool(file, srv.role_server("prefill"), "server.disaggregation.prefill.server", i, 1, w.ignore_eos)
             decode = srv.role_server("decode")
-            check_request_pool(file, decode, "server.disaggregation.decode.server", i, o_served, w.ignore_eos)
+            check_request_pool(file, decode, "server.disaggregation.decode.server", i, o_served, w.ignore_eos,
+                               served_at)
             check_decode_prealloc(file, decode, i, o_served)
     except ConfigError as e:
         raise _asked_output(e, o, o_served) from None
     _check_context(scenario, hw, i, o)   # the tokenizer rejects prompt + max_new_tokens past it: no cut
+
+
+def _served_at(scenario: Scenario, hw: Hardware | None, i: int, o: int) -> Callable[[int], int]:
+    """The output the scenario's cutting server (the decode server under PD) would serve a
+    request of prompt ``i`` and asked output ``o`` with a pool of a given size
+    (:func:`sim.served.output_cut`), for the least pool a refusal names."""
+    srv, _ = cutting_server(scenario.server)
+    ctx = context_length(scenario, hw)[0]
+
+    def served(pool: int) -> int:
+        cut = int(output_cut(srv, np.array([i]), np.array([o]), ctx, cap=pool)[0])
+        return cut if cut >= 1 else o
+
+    return served
 
 
 def _asked_output(e: ConfigError, asked: int, served: int) -> ConfigError:
@@ -395,9 +414,11 @@ def check_pool(scenario: Scenario) -> None:
 
     i, o = largest_request(scenario)
     # the output as SGLang cuts it (served_requests), as check_fits checks it
-    o_served = int(trace_output_cut(scenario, np.array([i]), np.array([o]), scenario_hardware(scenario))[0])
+    hw = scenario_hardware(scenario)
+    o_served = int(trace_output_cut(scenario, np.array([i]), np.array([o]), hw)[0])
     try:
-        check_request_pool(scenario_file(scenario), scenario.server, "server", i, o_served, w.ignore_eos)
+        check_request_pool(scenario_file(scenario), scenario.server, "server", i, o_served, w.ignore_eos,
+                           _served_at(scenario, hw, i, o))
     except ConfigError as e:
         raise _from_histogram(scenario, _asked_output(e, o, o_served)) from None
 
@@ -658,8 +679,13 @@ def _check_context(scenario: Scenario, hw: Hardware | None, i: int, o: int) -> N
         return
     file = scenario_file(scenario)
     if i > longest_prompt(ctx):
-        raise ConfigError(file, "workload.input_len", i, _prompt_limit_text(ctx, source))
+        raise ConfigError(file, "workload.input_len", i, _prompt_limit_text(ctx, source)
+                          + (" (server.allow_auto_truncate cuts only a trace workload's rows)"
+                             if scenario.server.allow_auto_truncate else ""))
     if i + o > ctx:
         raise ConfigError(file, "workload.output_len", o,
                           f"prompt {i} + output {o} tokens exceed the model's context length {ctx} "
-                          f"({source}): SGLang rejects the request")
+                          f"({source}): SGLang rejects the request"
+                          + (" (server.allow_auto_truncate cuts only a trace workload's rows, "
+                             "managers/tokenizer_manager.py _validate_one_request; shorten the lengths)"
+                             if scenario.server.allow_auto_truncate else ""))

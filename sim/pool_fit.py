@@ -251,9 +251,15 @@ def _swa_top_up_past_pool(srv, ins, outs):
     return sum(lone_swa_top_up(srv, ins, outs)) > swa
 
 
-def check_request_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = True) -> None:
+def check_request_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: bool = True,
+                       served_at: Callable[[int], int] | None = None) -> None:
     """Refuse a prompt of ``i`` and an output of ``o`` tokens that the pool of a server with
-    arguments ``srv`` (named ``where`` in the scenario) can never hold."""
+    arguments ``srv`` (named ``where`` in the scenario) can never hold. ``served_at``: the
+    output SGLang would serve the request with a pool of a given size (its cut of
+    max_new_tokens, :func:`sim.served.output_cut`; ``o`` is it at this pool): a least pool
+    named in a refusal is the one that holds the output it then serves, not this pool's cut
+    one (130 tokens asked for 192, computed for the output cut to 49; at 192 the output is
+    not cut and 208 are needed)."""
     page, cap = srv.page_size, srv.max_total_num_tokens
     pool = f"{where}.max_total_num_tokens"
     ahead = inflight_slots(srv)
@@ -314,9 +320,18 @@ def check_request_pool(file: str, srv, where: str, i: int, o: int, ignore_eos: b
                           f"retract_decode); {fix}{lower}")
     beside = topup_beside_chunk_tokens(srv, i, o)
     if beside > cap:
+        # the cut output grows with the pool: walk to the least pool that holds the output it serves
+        o_at = o
+        for _ in range(64 if served_at is not None else 0):
+            o_next = served_at(beside)
+            need = topup_beside_chunk_tokens(srv, i, o_next)
+            o_at = o_next
+            if need <= beside:
+                break
+            beside = need
         raise ConfigError(file, pool, cap,
                           f"must be at least {beside}: a running request's speculative top-up (prompt {i} + "
-                          f"output {o} + {srv.spec_kv_reserve} reserved, page-rounded) beside a chunked prompt of "
+                          f"output {o_at} + {srv.spec_kv_reserve} reserved, page-rounded) beside a chunked prompt of "
                           f"{i} tokens; SGLang would abort the request out of memory")
 
 

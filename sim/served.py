@@ -131,7 +131,7 @@ CUT_NOT_ENOUGH = ("; SGLang cuts the output to what the empty pool holds (schedu
                    "which still leaves no room here")
 
 
-def output_cut(srv, ins: np.ndarray, outs: np.ndarray, ctx: int | None = None) -> np.ndarray:
+def output_cut(srv, ins: np.ndarray, outs: np.ndarray, ctx: int | None = None, cap: int | None = None) -> np.ndarray:
     """The output length SGLang 0.5.23 gives each request (prompt ``ins``, asked output
     ``outs``, token arrays): its ``max_new_tokens`` after managers/scheduler.py
     ``init_req_max_new_tokens``, which every request passes when it reaches the scheduler.
@@ -162,12 +162,14 @@ def output_cut(srv, ins: np.ndarray, outs: np.ndarray, ctx: int | None = None) -
         ins: prompts (tokens).
         outs: asked outputs (tokens).
         ctx: the context length the server runs with (None: not known, the pool alone).
+        cap: the pool's tokens (None: ``srv.max_total_num_tokens``; another size asks what
+            the same server would serve with that pool).
 
     Returns:
         The outputs SGLang runs (int64 array, ``<= outs``).
     """
     ins, outs = np.asarray(ins, dtype=np.int64), np.asarray(outs, dtype=np.int64)
-    page, cap = srv.page_size, srv.max_total_num_tokens
+    page, cap = srv.page_size, srv.max_total_num_tokens if cap is None else cap
     max_req_len = cap - 1 if ctx is None else min(ctx - 1, cap - 1)
     paged = -(-ins // page) * page
     new = np.minimum(outs, np.minimum(max_req_len - ins - 1, cap - paged - page - 1))

@@ -176,7 +176,7 @@ class MultiTurnConfig(BaseModel):
         if self.think_time_dist != "fixed" and self.think_time_s == 0:
             raise FieldError("workload.multi_turn.think_time_dist", self.think_time_dist,
                              "draws pauses with mean think_time_s, which is 0 (every pause 0): set think_time_s > 0, "
-                             "or leave think_time_dist out")
+                             "or think_time_dist: fixed (a fixed pause, here none)")
         if isinstance(self.num_turns, int) and self.num_turns < 1:
             raise FieldError("workload.multi_turn.num_turns", self.num_turns, "must be >= 1 (or a distribution)")
         if self.agentic_trace is not None:

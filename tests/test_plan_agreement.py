@@ -59,3 +59,23 @@ def test_tables_without_plan_columns_are_refused():
     with pytest.raises(ValueError, match="not results steps tables"):
         plan_agreement(pd.DataFrame({"x": [1]}), pd.DataFrame({"x": [1]}))
     assert set(PLAN_COLUMNS) <= set(steps([("decode", 1, 0)]).columns)
+
+
+def test_mixed_steps_count_as_extend_batches():
+    """A mixed chunk is a prefill batch carrying decode rows (SGLang's enable_mixed_chunk):
+    a run of 2 extends and 3 mixed steps made 5 extend batches (they were counted as 2)."""
+    rows = [("extend", 4, 128), ("mixed", 5, 128), ("mixed", 5, 128), ("verify", 5, 0), ("mixed", 6, 64),
+            ("extend", 2, 64)]
+    agree = plan_agreement(steps(rows), steps(rows))
+    assert agree.extend_batches == (5, 5)
+    assert "extend batches 5 / 5" in agree.line()
+
+
+def test_preemptions_are_said_beside_retractions_when_a_run_preempted():
+    rows = [("extend", 4, 128), ("verify", 4, 0)]
+    quiet = plan_agreement(steps(rows), steps(rows), {"num_preemptions": 0}, {"num_preemptions": 0})
+    assert "preemptions" not in quiet.line()   # a run without priorities: nothing to say
+    agree = plan_agreement(steps(rows), steps(rows), {"num_retractions": 0, "num_preemptions": 2},
+                           {"num_retractions": 0, "num_preemptions": 1})
+    assert agree.preemptions == (2, 1)
+    assert "preemptions 2 / 1; predicted / measured" in agree.line()

@@ -133,6 +133,23 @@ def test_the_estimate_refuses_a_pool_sized_for_141_gb_on_an_80_gb_gpu():
     assert "GPU memory free is 79.0 GiB of 79.6 GiB" in msg and all(k in msg for k in memory.LOWER_KEYS), msg
 
 
+def test_a_refusal_driven_by_a_long_context_names_the_context():
+    """An agentic length file's 766K-token prompt made the activations the largest part; the
+    refusal named only the pool, graph size and running cap, none of which moves them."""
+    long = memory.estimate(PRESETS["tiny"], None, slots=10_001, max_reqs=4, max_context=766_000, window=1,
+                           chunk_tokens=1024, dtype_bytes=4, graph_max_bs=4, graphs=False)
+    assert long.activations > max(long.kv, long.weights, long.graphs), long.describe()
+    with pytest.raises(ConfigError) as e:
+        memory.check_fits(long, preset="tiny", slots=10_001, is_gpu=False, source="s.yaml", configured=10_000,
+                          free_total=(int(long.total * 0.5), long.total), max_context=766_000)
+    assert "the activations grow with the longest request's 766000 tokens of context" in str(e.value)
+    short = _estimate(500_001)   # the KV pool is the largest part: the context is not named
+    with pytest.raises(ConfigError) as e:
+        memory.check_fits(short, preset="8b", slots=500_001, is_gpu=True, source="s.yaml", configured=500_000,
+                          free_total=(79 * GIB, 80 * GIB), max_context=4200)
+    assert "longest request" not in str(e.value)
+
+
 # ------------------------------------------------------------------ graph capture order
 def test_graphs_are_captured_largest_first_into_the_shared_pool(monkeypatch):
     """All captures share one graph pool (runtime/graphs.py GraphCache). Captured smallest

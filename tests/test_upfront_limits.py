@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from specsched.sim.engine import SimEngine, Stalled
 from specsched.sim.errors import ConfigError
@@ -391,3 +391,34 @@ def test_a_malformed_histogram_is_not_read_as_its_longest_length(tmp_path, capsy
                                   "output_len": {"kind": "fixed", "value": 20}})
     assert len(err) == 1, err
     assert "longest length" not in err[0] and why in err[0] and "lens.csv" in err[0], err[0]
+
+
+@settings(max_examples=25, deadline=None)
+@given(i=st.integers(16, 200), o=st.integers(8, 200), page=st.sampled_from([1, 16]), below=st.integers(1, 150))
+@example(i=64, o=64, page=16, below=66)
+def test_the_least_pool_a_refusal_names_is_not_refused_for_the_same_reason(i, o, page, below):
+    """Invariant: a "must be at least N" refusal of the pool names a pool that passes that
+    rule. SGLang cuts a request's output to what the pool holds (init_req_max_new_tokens), so a
+    least pool computed for the output cut at a small pool was too small once the output grew
+    back (130 tokens: "at least 192"; 192: "at least 208")."""
+    from specsched.sim.config import load_scenario, with_value
+    from specsched.sim.limits import check_fits
+
+    base = load_scenario("h200/kv-retract")
+    sc = with_value(with_value(with_value(base, "workload.input_len.value", i), "workload.output_len.value", o),
+                    "server.page_size", page)
+    need = None
+    for pool in (max(8, i + below), 2 * i + o):
+        try:
+            check_fits(with_value(sc, "server.max_total_num_tokens", pool))
+        except ConfigError as e:
+            m = re.search(r"must be at least (\d+): a running request's speculative top-up", str(e))
+            if m:
+                need = int(m.group(1))
+                break
+    if need is None:
+        return
+    try:
+        check_fits(with_value(sc, "server.max_total_num_tokens", need))
+    except ConfigError as e:
+        assert "speculative top-up" not in str(e), str(e)
