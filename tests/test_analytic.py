@@ -823,19 +823,24 @@ def test_an_mxfp4_checkpoint_gets_a_larger_kv_pool_and_a_shorter_decode(tmp_path
 
 
 def test_fp4_gemms_run_at_the_fp4_peak_only_where_the_gpu_has_one():
-    """An extend is compute-bound: its expert GEMMs run at B200's FP4 peak (faster than its
-    bf16-priced one), while on H200 (no FP4 tensor cores: dequantized to bf16) only the bytes
-    shrink. Attention projections of an mxfp4 checkpoint stay at the bf16 rate either way."""
+    """An extend is compute-bound: its mxfp4 expert GEMMs run at B200's FP8 peak (SGLang's
+    default mxfp4 MoE runner quantizes the activations to mxfp8, and fp8 x fp4 runs at the FP8
+    rate; they were priced at its FP4 peak), nvfp4 linears at its FP4 peak, while on H200 (no
+    FP4 tensor cores: dequantized to bf16) only the bytes shrink. On MI355X AITER runs mxfp4
+    experts as w4a4: the FP4 peak. Attention projections of an mxfp4 checkpoint stay at the
+    bf16 rate either way."""
     arch, eff = load_model("gpt-oss-120b"), Efficiency()
     assert load_gpu("H200").fp4_tflops is None
-    assert load_gpu("B200").peak_flops("mxfp4") == 2 * load_gpu("B200").peak_flops("fp8")
+    b200 = load_gpu("B200")
+    assert b200.peak_flops("mxfp4") == b200.peak_flops("fp8") and b200.peak_flops("nvfp4") == 2 * b200.peak_flops("fp8")
+    assert load_gpu("MI355X").peak_flops("mxfp4") == load_gpu("MI355X").fp4_tflops * 1e12
     for gpu in ("H200", "B200"):
         g = load_gpu(gpu)
         fp4 = extend(arch, g, Parallel(tp=1, dtype="mxfp4"), eff, 8192, 4096)
         bf16 = extend(arch, g, Parallel(tp=1, dtype="bf16"), eff, 8192, 4096)
         assert fp4.linear_s == pytest.approx(bf16.linear_s)
         if gpu == "B200":
-            assert fp4.experts_s < 0.3 * bf16.experts_s
+            assert fp4.experts_s < 0.6 * bf16.experts_s
         else:
             assert fp4.experts_s == pytest.approx(bf16.experts_s)
 

@@ -71,8 +71,16 @@ class GpuSpec(BaseModel):
     efficiency_source: str | None = None
 
     def peak_flops(self, dtype: str) -> float:
-        """Dense matmul peak in FLOP/s for ``dtype`` (bf16, fp8, or a 4-bit format: mxfp4, nvfp4 at the FP4 peak where
-        the GPU has one; int4, AWQ/GPTQ w4a16, at the bf16 peak: its kernels dequantize)."""
+        """Dense matmul peak in FLOP/s for ``dtype`` (bf16, fp8, or a 4-bit format: nvfp4 at the FP4 peak where the
+        GPU has one; mxfp4 at the FP8 peak on a CUDA GPU with one: SGLang 0.5.23's default
+        ``flashinfer_mxfp4_moe_precision`` "default" quantizes the activations to mxfp8
+        (layers/moe/moe_runner/flashinfer_trtllm.py, layers/quantization/mxfp4.py
+        ``_prepare_flashinfer_mxfp8_activations``), and a Blackwell tensor core multiplies fp8 by fp4 at its
+        FP8 rate (fp4 by fp4 only at the FP4 peak); on ROCm at the FP4 peak, AITER running mxfp4 experts as
+        w4a4 (layers/moe/moe_runner/aiter.py: per_1x32 weights take per_1x32 activations); int4, AWQ/GPTQ
+        w4a16, at the bf16 peak: its kernels dequantize)."""
+        if dtype == "mxfp4" and self.fp4_tflops and self.platform == "cuda":
+            return (self.fp8_tflops or self.bf16_tflops) * 1e12
         if dtype in ("mxfp4", "nvfp4") and self.fp4_tflops:
             return self.fp4_tflops * 1e12
         tf = self.fp8_tflops if dtype == "fp8" and self.fp8_tflops else self.bf16_tflops

@@ -533,7 +533,11 @@ def _fp4_provenance(dtype: str, gpu: GpuSpec) -> str:
                 "(SGLang 0.5.23 layers/quantization/awq/awq.py, gptq/gptq.py); embeddings, LM head, activations and "
                 f"the KV cache bf16. The kernel dequantizes to bf16: those GEMMs at the bf16 peak ({gpu.bf16_tflops:g} "
                 "TFLOP/s); decode is bandwidth-bound, so the bytes matter first")
-    rate = (f"{gpu.name} multiplies FP4 natively: those GEMMs at its FP4 peak ({gpu.fp4_tflops:g} TFLOP/s)"
+    rate = (f"{gpu.name} multiplies FP4 natively, but SGLang's default mxfp4 MoE runner quantizes the activations "
+            "to mxfp8 (flashinfer_mxfp4_moe_precision default; layers/moe/moe_runner/flashinfer_trtllm.py), and fp8 "
+            f"by fp4 runs at the FP8 rate: those GEMMs at its FP8 peak ({gpu.fp8_tflops or gpu.bf16_tflops:g} TFLOP/s)"
+            if gpu.fp4_tflops and dtype == "mxfp4" and gpu.platform == "cuda" else
+            f"{gpu.name} multiplies FP4 natively: those GEMMs at its FP4 peak ({gpu.fp4_tflops:g} TFLOP/s)"
             if gpu.fp4_tflops else
             f"{gpu.name} has no FP4 tensor cores: the kernel dequantizes the 4-bit weights to bf16 and those "
             f"GEMMs run at the bf16 peak ({gpu.bf16_tflops:g} TFLOP/s)")
