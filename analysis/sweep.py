@@ -42,6 +42,7 @@ from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
+from specsched.analysis.compare import ARRIVAL_SPAN, OPEN_LOOP_KINDS
 from specsched.analysis.io import atomic_write_parquet, atomic_write_text, read_parquet_table
 from specsched.analysis.overrides import Layered, check_key, load_scenario_with_overrides
 from specsched.analysis.runner import Runner, RunOutcome, RunTask, execute
@@ -590,6 +591,9 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
 
     failed: list[FailedPoint] = []
     name_of = {pid: sc.name for pid, sc in zip(ids, scenarios, strict=True)}
+    # the arrival span of an open-loop point's runs, for the summary's rate-bound reading
+    # (analysis.compare.rate_bound), as compare keeps it
+    open_loop = {pid for pid, sc in zip(ids, scenarios, strict=True) if sc.workload.kind in OPEN_LOOP_KINDS}
 
     def checkpoint() -> pd.DataFrame:
         # the run log is the record of what finished (a run is logged before anything else
@@ -613,6 +617,8 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
     def record(o: RunOutcome) -> None:
         notes.extend(o.range_notes)
         if o.ok:
+            if o.key in open_loop and o.arrival_span_s is not None and o.metrics is not None:
+                o.metrics[ARRIVAL_SPAN] = o.arrival_span_s
             append_run(log_fd, name_of[o.key], o)
         else:
             failed.append(FailedPoint(json.loads(o.key), o.seed, o.error or ""))

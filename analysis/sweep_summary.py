@@ -179,7 +179,37 @@ def best_text(summary: pd.DataFrame, metric: str = "output_throughput",
         # tie that would need over MAX_SEEDS_SUGGESTED is left a tie)
         which = "them" if len(resolvable) == len(needed) else f"{len(resolvable)} of them"
         text += f"; about {max(resolvable)} seeds would tell {which} apart (--seeds {max(resolvable)})"
+    if table is not None and metric in _rate_bound_metrics() and _all_rate_bound(table, m["point"]):
+        text += (f"; but every point is rate-bound (each run ends within 10 % of its duration after its last "
+                 f"arrival): its {metric} follows the offered arrivals, not the server, so the highest is where the "
+                 "arrivals happened to end early; read the latencies")
     return text
+
+
+def _rate_bound_metrics() -> tuple[str, ...]:
+    from specsched.analysis.compare import RATE_BOUND_METRICS
+
+    return RATE_BOUND_METRICS
+
+
+def _all_rate_bound(table: pd.DataFrame, points: Sequence[Any]) -> bool:
+    """Whether every point's runs in the sweep's tidy ``table`` are rate-bound as ``compare``
+    judges an arm (:func:`analysis.compare.rate_bound`: open-loop runs that kept pace with their
+    arrivals, so their throughputs measure the arrival rate). A sweep over burstiness at one
+    rate named its highest throughput at burstiness 0.25 (2,030 against 1,782 tok/s), a
+    difference of when the last arrivals fell, which ``compare`` calls rate-bound. False where
+    a point has no arrival span (closed loop, burst, a sweep file written before spans were
+    kept)."""
+    from specsched.analysis.compare import ARRIVAL_SPAN, rate_bound
+
+    t = table[table["metric"].isin(("duration", ARRIVAL_SPAN))]
+    if not len(t):
+        return False
+    wide = t.pivot_table(index=["point", "seed"], columns="metric", values="value", aggfunc="first")
+    for pid in points:
+        if pid not in wide.index.get_level_values(0) or not rate_bound(wide.loc[pid]):
+            return False
+    return True
 
 
 def _wide(summary: pd.DataFrame) -> tuple[list[str], list[str], list[list[str]]]:

@@ -672,3 +672,30 @@ def test_resume_refuses_results_of_a_rewritten_trace(tmp_path):
         run_sweep(scenario, {"server.chunked_prefill_size": [2048]}, 1, out, **kw)
     assert str((tmp_path / "t.csv").resolve()) in str(e.value)
 
+
+
+def test_a_sweep_of_rate_bound_points_says_its_highest_throughput_is_the_arrivals(tmp_path):
+    """An open-loop point whose runs kept pace with their arrivals measures the arrival rate
+    in its throughput (analysis.compare.rate_bound): a burstiness sweep at 6 req/s named its
+    highest throughput at burstiness 0.25 with nothing said, where compare calls the same
+    difference rate-bound. A saturated point keeps the plain line."""
+    import yaml
+    from specsched.analysis.sweep_store import read_samples
+    from specsched.analysis.sweep_summary import best_text, summarize_sweep
+
+    sc = tmp_path / "rate.yaml"
+    sc.write_text(yaml.safe_dump({
+        "name": "rate", "profile": "h200-1b", "server": {"speculative_algorithm": "none"},
+        "workload": {"kind": "poisson", "request_rate": 6, "num_requests": 60,
+                     "input_len": {"kind": "fixed", "value": 256}, "output_len": {"kind": "fixed", "value": 32}}}))
+
+    def line(grid, name):
+        out = tmp_path / f"{name}.parquet"
+        run_sweep(str(sc), grid, 2, out, progress=False, max_workers=1)
+        table = read_sweep(out)
+        return best_text(summarize_sweep(table, read_samples(out)), table=table)
+
+    bursty = line({"workload.burstiness": [0.25, 1.0, 4.0]}, "bursty")
+    assert bursty.startswith("highest output_throughput") and "every point is rate-bound" in bursty
+    saturated = line({"workload.request_rate": [6, 2000]}, "saturated")
+    assert "rate-bound" not in saturated
