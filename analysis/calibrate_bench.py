@@ -82,6 +82,13 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "host": SCALED_TERMS,
     "idle_lead": ("host.extend_idle_lead_s", *(f"host.{t}" for t in HOST_TABLES)),
 }
+DEFAULT_PARAMS = "prefill,decode,host"
+"""``--params`` when not given, with bench_serving runs."""
+LOG_ONLY_PARAMS = ("decode", *GROUPS["decode"])
+"""What a server log's decode lines alone determine (:mod:`analysis.calibrate_log`): the
+decode/verify step's GPU terms, the ``decode`` group and its keys."""
+LOG_ONLY_DEFAULT = ("decode",)
+"""``--params`` when not given, fitting server logs alone."""
 FIT_METRICS = ("median_ttft_ms", "median_itl_ms", "output_throughput")
 ONE_BATCH_FIT_METRICS = ("max_ttft_ms", "decode_window_output_throughput")
 """Added to :data:`FIT_METRICS` by :func:`default_fit_metrics` where a run has them (a
@@ -543,7 +550,9 @@ def run_to_run_noise(metric: str) -> float:
 def decode_step_seconds(profile: Any, server: Any, batch: int, context: float) -> float:
     """Predicted wall seconds of one decode/verify step of ``batch`` requests at mean
     ``context`` tokens: GPU time, and the host's per-step work overlapped with it when the
-    overlap scheduler is on (max of the two), added to it when off. An approximation of the
+    overlap scheduler is on (max of the two; a verify step's schedule and launch wait for the
+    previous forward under the host-blocking publish wait, so only its result processing
+    overlaps), added to it when off. An approximation of the
     loop's timing for comparing with the log's steady decode throughput
     (:class:`DecodeStepPricer`, which prices many steps on one cost model)."""
     pricer = DecodeStepPricer(profile, server)
@@ -585,7 +594,8 @@ class DecodeStepPricer:
 
     def seconds(self, b: int, ctx_sum: int) -> float:
         """Wall seconds of the step of shape (``b``, ``ctx_sum``) (:func:`decode_step_seconds`)."""
-        from specsched.sim.plan import BatchPlan
+        from specsched.sim.plan import BatchPlan, ForwardMode
+        from specsched.sim.server_args import SyncMode
 
         w = self.server.spec_window
         plan = BatchPlan(step=0, mode=self.mode, rids=tuple(range(b)), extend_lens=(w,) * b,
@@ -595,8 +605,18 @@ class DecodeStepPricer:
 
             plan = GroupPlan(step=0, parts=(plan,) * self.dp)
         gpu = self.cost.gpu(plan, "main").total_s
-        host = sum(self.cost.host(k, plan) for k in ("schedule", "launch", "process"))
-        return max(gpu, host) if self.server.enable_overlap_schedule else gpu + host
+        pre = self.cost.host("schedule", plan) + self.cost.host("launch", plan)
+        post = self.cost.host("process", plan)
+        if not self.server.enable_overlap_schedule:
+            return gpu + pre + post
+        if self.mode is ForwardMode.VERIFY and self.server.sync_mode is SyncMode.host_block:
+            # a verify batch's host blocks on the previous forward's publish event before it
+            # schedules and launches the next (sim/loop.py _publish_wait: SGLang 0.5.23
+            # managers/overlap_utils.py FutureMap.resolve_seq_lens_cpu); only the previous
+            # batch's result processing overlaps the forward. Priced as max(gpu, host) such a
+            # step read the launch's 0.5 ms short (h200-1b, DSpark window 4: 3.28 for 3.80 ms)
+            return pre + max(gpu, post)
+        return max(gpu, pre + post)
 
     def price_key(self, b: int, ctx_sum: int) -> tuple[Any, ...]:
         """A key two step shapes share only where :meth:`seconds` gives both the same price.
@@ -1534,9 +1554,11 @@ def terminal_width() -> int | None:
 
 
 def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence[str], logs: Sequence[str], seeds: int,
-                  metrics: Sequence[str]) -> Path:
+                  metrics: Sequence[str], *, log_steps: int | None = None, kept: Sequence[str] = ()) -> Path:
     """Write the fitted profile (atomically) with a provenance entry naming the files: the runs
-    and the server logs whose decode steps joined the fit."""
+    and the server logs whose decode steps joined the fit. Without ``files`` the fit was to the
+    logs alone (:mod:`analysis.calibrate_log`): ``log_steps`` pure-decode steps, and ``kept``
+    names the parameters they do not determine, left as in the input profile."""
     import yaml
     from specsched.analysis.io import atomic_write_text
 
@@ -1548,10 +1570,16 @@ def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence
     from specsched.sim.config import dotted_value
 
     runs = ", ".join(input_name(*split_spec(f)) for f in files)
-    prov["calibrate.from"] = (f"fitted by `specsched calibrate --from` to bench_serving runs {runs}"
-                              + (f" and server log{'s' if len(logs) > 1 else ''} {', '.join(map(input_name, logs))}"
-                                 if logs else "")
-                              + f": factors {fac} on {', '.join(metrics)} (mean of {seeds} seeds); "
+    named = f"server log{'s' if len(logs) > 1 else ''} {', '.join(map(input_name, logs))}"
+    if files:
+        head = (f"fitted by `specsched calibrate --from` to bench_serving runs {runs}"
+                + (f" and {named}" if logs else "")
+                + f": factors {fac} on {', '.join(metrics)} (mean of {seeds} seeds); ")
+    else:
+        head = (f"fitted by `specsched calibrate --from` to the decode lines of SGLang {named} alone ({log_steps} "
+                f"pure-decode steps, no bench_serving run): factors {fac} on the logged step times; "
+                + (f"not determined by decode lines, as in the input profile: {'; '.join(kept)}; " if kept else ""))
+    prov["calibrate.from"] = (head
                               + f"{result.weighting()}; "
                               + f"{result.loss_text()} in {result.evals} evaluations"
                               + "".join(f"; {line}" for line in
@@ -1996,8 +2024,8 @@ def split_server_log(from_files: list[str], server_logs: str | Sequence[str] | N
     relaunched for each run leaves one log a run: every one joins the fit
     (:func:`check_logs_same_launch` refuses logs of launches the model prices differently).
 
-    Raises:
-        ConfigError: ``--from`` holding nothing but logs."""
+    ``--from`` holding nothing but logs gives no runs: the log-only fit
+    (:func:`cmd_calibrate_logs`) takes them (it was refused: "SGLang server logs alone")."""
     from specsched.analysis.server_log import is_server_log, printed_report_line
     from specsched.sim.bench_serving import given_before, split_spec
 
@@ -2031,9 +2059,6 @@ def split_server_log(from_files: list[str], server_logs: str | Sequence[str] | N
                 runs.append(f)
         else:
             runs.append(f)
-    if not runs:
-        raise ConfigError("<command line>", "--from", " ".join(logs), "SGLang server logs alone: the fit needs "
-                          "bench_serving runs of that server too (--from RUNS.jsonl SERVER.log)")
     return runs, logs
 
 
@@ -2089,11 +2114,18 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
 
     refuse_replacing_non_profile(args.out)
     take_range_notes()   # this command's simulations' only
+    given_params = args.params
+    if args.params is None:
+        args.params = DEFAULT_PARAMS
     params = [p.strip() for p in args.params.split(",") if p.strip()]
     if not params:   # "$PARAMS" unset: a fit of no factor ended in a numpy traceback after its first evaluation
         raise ConfigError("<command line>", "--params", args.params, "expected a comma-separated list of prefill, "
                           "decode, host, idle_lead or dotted profile keys")
-    args.from_files, args.server_log = split_server_log(args.from_files, args.server_log)
+    args.from_files, args.server_log = split_server_log(args.from_files or [], args.server_log)
+    if not args.from_files:   # server logs alone: their decode lines are what there is to fit
+        from specsched.analysis.calibrate_log import cmd_calibrate_logs
+
+        return cmd_calibrate_logs(args, given_params)
     runs = fit_runs(args.from_files, args.arrivals, agentic_args(args), template=args.scenario_template)
     from specsched.analysis.bench_cli import refuse_out_over_inputs
     from specsched.sim.bench_serving import split_spec
@@ -2230,11 +2262,14 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
     g = c.add_argument_group("fit to a real server's bench_serving runs (--from)")
     g.add_argument("--from", dest="from_files", nargs="+", metavar="FILE[:LINE]",
                    help="bench_serving result files (every line of a FILE without :LINE); an SGLang server log "
-                        "among them is taken as --server-log")
+                        "among them is taken as --server-log; server logs alone fit the decode factor to their "
+                        "'Decode batch' lines")
     g.add_argument("--profile", help="profile to fit (name or path)")
     g.add_argument("--scenario-template", help="scenario giving server and acceptance when the lines lack server_info")
-    g.add_argument("--params", default="prefill,decode,host",
-                   help="free parameters: prefill, decode, host (multipliers) or dotted profile keys (default prefill,decode,host)")
+    g.add_argument("--params", default=None,
+                   help="free parameters: prefill, decode, host (multipliers) or dotted profile keys (default "
+                        f"{DEFAULT_PARAMS}; from server logs alone {','.join(LOG_ONLY_DEFAULT)}, the one group their decode "
+                        "lines determine)")
     g.add_argument("--metrics", default=None,
                    help=f"metrics fitted (default {','.join(FIT_METRICS)}; for runs that decoded speculatively "
                         "mean_itl_ms in place of median_itl_ms: their ITLs cluster at interval / tokens and the "
@@ -2261,7 +2296,7 @@ def add_arguments(c: argparse.ArgumentParser) -> None:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """``specsched calibrate``: ``--from`` fits to a real server's runs; otherwise the MI355X
     reference fit (sim/calibrate.py)."""
-    if args.from_files:
+    if args.from_files or args.server_log:   # --server-log alone: the log-only fit (cmd_calibrate_logs)
         return cmd_calibrate_from(args)
     from specsched.sim.calibrate import cmd_calibrate as cmd_reference
 
