@@ -150,6 +150,31 @@ def validation_table(predicted: dict[str, Any], measured: dict[str, Any], metric
     return rows
 
 
+EXTRAPOLATED_MISS_PCT = 10.0
+"""|error| (%) above which :func:`extrapolated_misses_note` ties a validate row to the
+profile's grid exits."""
+
+
+def extrapolated_misses_note(rows: list[dict[str, Any]], range_notes: list[Any]) -> str | None:
+    """One ``note:`` line, printed under validate's table, when a figure misses by more than
+    :data:`EXTRAPOLATED_MISS_PCT` while the prediction left its profile's measured grids
+    (``range_notes``, :mod:`sim.grid_range`): the grids and axes, so the miss is read beside
+    its likely cause. The range warnings themselves come after every table; a CPU profile made
+    at contexts 64-256 run against contexts to ~1,200 missed throughput by +85-91 % with the
+    warnings a screen below."""
+    from specsched.sim.grid_range import GridExit, merged
+
+    exits = [n for n in merged(range_notes) if isinstance(n, GridExit)]
+    big = [r for r in rows if isinstance(r.get("error_pct"), float) and abs(r["error_pct"]) > EXTRAPOLATED_MISS_PCT]
+    if not exits or not big:
+        return None
+    where = ", ".join(dict.fromkeys(f"{n.grid} {n.axis} {n.extent:g} ({'below' if n.below else 'past'} "
+                                    f"{n.lo:g}-{n.hi:g})" for n in exits))
+    return (f"note: {len(big)} figure(s) miss by over {EXTRAPOLATED_MISS_PCT:g} % while the prediction extrapolated "
+            f"past the profile's measured grids ({where}; warnings below): a profile measured over the run's range "
+            "(specsched profile --contexts / --extend-tokens) tells the model's miss from the extrapolation's")
+
+
 def itl_rung_note(predicted: Any, measured: Any) -> str | None:
     """:func:`sim.metrics.median_itl_rung_note` for two run results (their ``chunks`` tables
     and summaries): one line when their median ITLs come from different kinds of delivery."""
@@ -397,6 +422,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(noise)   # a miss inside is within what a rerun could measure
     if (itl_note := itl_rung_note(predicted, measured)) is not None:
         print(f"note: {itl_note}")
+    if (grid_note := extrapolated_misses_note(rows, notes)) is not None:
+        print(grid_note)
     from specsched.analysis.plan_agreement import plan_agreement
 
     # one scheduler, two clocks: the same decisions wherever none waits on a clock

@@ -445,3 +445,19 @@ def test_a_short_prompt_on_the_mi355x_profile_says_it_ran_under_the_span(tmp_pat
     assert len(verify) == 1 and "below the contexts its measurements spanned (3890-7170;" in verify[0], lines
     assert len(extend) == 1 and "below the contexts its measurements spanned (1940-2050;" in extend[0], lines
     assert float(verify[0].split("verify context ")[1].split()[0]) < 300   # the smallest: a 256-token prompt
+
+
+def test_validate_ties_a_large_miss_to_the_grid_exits_beside_its_table():
+    """A figure missed by over 10 % while the prediction left its profile's grids: validate
+    says so under its table, naming the grids (the range warnings come a screen below)."""
+    from specsched.runtime.cli_commands import extrapolated_misses_note
+    from specsched.sim.grid_range import GridExit
+
+    exits = [GridExit("p", "gpu.decode", "context_len", 1200.0, 64.0, 256.0),
+             GridExit("p", "gpu.decode", "context_len", 900.0, 64.0, 256.0)]
+    rows = [{"metric": "output_throughput", "error_pct": 85.0}, {"metric": "median_tpot_ms", "error_pct": -3.0}]
+    note = extrapolated_misses_note(rows, exits)
+    assert note is not None and note.startswith("note: 1 figure(s) miss by over 10 %")
+    assert "gpu.decode context_len 1200 (past 64-256)" in note and "900" not in note   # the largest exit, once
+    assert extrapolated_misses_note([{"metric": "x", "error_pct": 4.0}], exits) is None   # no large miss
+    assert extrapolated_misses_note(rows, []) is None                                     # inside the grids
