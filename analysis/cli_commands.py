@@ -684,8 +684,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                   f"{len(report.failed)} failed")
     from specsched.analysis.sweep_store import bench_path
 
-    if bench_path(report.path).exists():
-        console.print(f"{bench_path(report.path)}: every run as a bench_serving line", markup=False, highlight=False)
+    bench = bench_path(report.path)
+    if bench.exists():
+        n_lines = sum(1 for _ in bench.open(encoding="utf-8"))
+        n_runs = report.table.groupby(["point", "seed"]).ngroups if len(report.table) else 0
+        said = ("every run as a bench_serving line" if n_lines >= n_runs else
+                f"{n_lines} of the table's {n_runs} runs as bench_serving lines (the others ran before sweeps "
+                "wrote them, or their file was removed: --no-resume runs every point again)")
+        console.print(f"{bench}: {said}", markup=False, highlight=False)
     for f in report.failed:
         console.print(f"[red]failed[/red] {f.describe()}", markup=True, highlight=False)
     if report.failed:

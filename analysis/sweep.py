@@ -602,13 +602,16 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
         rows = merge([existing, rows], ["point", "seed"])
         smp = merge([existing_samples, smp], ["point", "seed"])
         atomic_write_parquet(smp if smp is not None else empty_samples(), samples_path(out))
+        t = _build_table(rows if rows is not None else existing, order)
+        # the table's runs, in its order: a line of a run the table does not hold (another
+        # sweep's, left beside a table that was removed) is not this sweep's
+        runs = list(dict.fromkeys(zip(t["point"], t["seed"].astype(int), strict=True)))
         lines = {**existing_bench, **read_bench_log(log)}
-        if lines:
-            atomic_write_text(bench_path(out), bench_text(lines, order))
-        elif not resume:   # a new sweep whose runner writes no lines keeps no old sweep's
+        if any(k in lines for k in runs):
+            atomic_write_text(bench_path(out), bench_text(lines, runs))
+        else:   # no run with a line: no file (an older one would be another sweep's)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(bench_path(out))
-        t = _build_table(rows if rows is not None else existing, order)
         atomic_write_parquet(t, out, meta)
         return t
 

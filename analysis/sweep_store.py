@@ -153,13 +153,13 @@ def read_bench_file(out: str | Path) -> BenchLines:
     return lines
 
 
-def bench_text(lines: BenchLines, order: dict[str, int]) -> str:
-    """``lines`` as the bench_serving file's text: by grid point (``order``; points of
-    earlier sweeps after this grid's), then seed."""
+def bench_text(lines: BenchLines, runs: list[tuple[str, int]]) -> str:
+    """The bench_serving file's text: the line of each run of ``runs`` ((point, seed) in the
+    table's order: grid point, points of earlier sweeps after this grid's, then seed) that has
+    one; lines of runs not in ``runs`` are left out."""
     from specsched.sim.bench_serving import record_line
 
-    keys = sorted(lines, key=lambda k: (order.get(k[0], len(order)), k[0], k[1]))
-    return "".join(record_line(lines[k]) + "\n" for k in keys)
+    return "".join(record_line(lines[k]) + "\n" for k in runs if k in lines)
 
 
 def empty_samples() -> pd.DataFrame:

@@ -181,8 +181,8 @@ def best_text(summary: pd.DataFrame, metric: str = "output_throughput",
         text += f"; about {max(resolvable)} seeds would tell {which} apart (--seeds {max(resolvable)})"
     if table is not None and metric in _rate_bound_metrics() and _all_rate_bound(table, m["point"]):
         text += (f"; but every point is rate-bound (each run ends within 10 % of its duration after its last "
-                 f"arrival): its {metric} follows the offered arrivals, not the server, so the highest is where the "
-                 "arrivals happened to end early; read the latencies")
+                 f"arrival): its {metric} measures the arrivals offered, not what the server can serve; compare "
+                 "the points by their latencies")
     return text
 
 

@@ -87,3 +87,17 @@ def test_a_new_sweep_of_a_summary_runner_leaves_no_old_lines(scenario, tmp_path)
     run_sweep(scenario, {"server.chunked_prefill_size": [2048]}, 1, out, runner=summary_runner, resume=False,
               progress=False)
     assert not bench_path(out).exists()
+
+
+def test_lines_of_runs_the_table_does_not_hold_are_left_out(scenario, tmp_path):
+    """A sweep's table removed and another sweep written to the same name: the new sweep read
+    the old bench_serving file back and kept its lines, so calibrate and validate read the
+    other scenario's runs as this sweep's."""
+    from specsched.analysis.sweep_store import samples_path
+
+    out = tmp_path / "s.parquet"
+    run_sweep(scenario, {"server.chunked_prefill_size": [2048, 4096]}, 1, out, progress=False)
+    out.unlink()
+    samples_path(out).unlink()
+    run_sweep(scenario, {"server.chunked_prefill_size": [1024]}, 1, out, progress=False)
+    assert [r["server_info"]["chunked_prefill_size"] for r in _lines(out)] == [1024]
