@@ -1579,7 +1579,10 @@ def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence
         head = (f"fitted by `specsched calibrate --from` to the decode lines of SGLang {named} alone ({log_steps} "
                 f"pure-decode steps, no bench_serving run): factors {fac} on the logged step times; "
                 + (f"not determined by decode lines, as in the input profile: {'; '.join(kept)}; " if kept else ""))
-    prov["calibrate.from"] = (head
+    # a fit to server logs alone leaves prefill and host as they were: its own key, so a
+    # profile whose other costs are still an analytic estimate is said to be one
+    # (sim.profile.analytic_costs reads calibrate.from as "fitted to measured runs")
+    prov["calibrate.from" if files else "calibrate.from_logs"] = (head
                               + f"{result.weighting()}; "
                               + f"{result.loss_text()} in {result.evals} evaluations"
                               + "".join(f"; {line}" for line in
@@ -2232,7 +2235,9 @@ def cmd_calibrate_from(args: argparse.Namespace) -> int:
                 print(f"  eval {i:3d}/{args.max_evals}: objective {loss:.4g}  {text(f)};  best so far: {best[0]:.4g}  "
                       f"{text(best[1])}  ({each:.1f} s an evaluation; at most {left / 60:.1f} min more)")
 
-        prior = parse_prior(args.prior, params, analytic=profile.analytic is not None)
+        from specsched.sim.profile import analytic_costs
+
+        prior = parse_prior(args.prior, params, analytic=analytic_costs(profile))
         with sigterm_interrupts():   # SIGTERM (timeout, a job scheduler) ends the fit as Ctrl-C does
             result = fit(cases, profile, params, seeds=args.seeds, metrics=metrics, log_samples=samples,
                          max_evals=args.max_evals, progress=progress, prior_sd=prior, jobs=args.jobs,

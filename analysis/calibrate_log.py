@@ -358,7 +358,9 @@ def cmd_calibrate_logs(args: argparse.Namespace, given_params: str | None) -> in
             print(f"  eval {i:3d}/{args.max_evals}: objective {loss:.4g}  "
                   + "  ".join(f"{p} x{v:.3f}" for p, v in zip(params, f, strict=True)))
 
-    prior = parse_prior(args.prior, params, analytic=profile.analytic is not None)
+    from specsched.sim.profile import analytic_costs
+
+    prior = parse_prior(args.prior, params, analytic=analytic_costs(profile))
     result = fit_log(samples, profile, params, server, prior_sd=prior, max_evals=args.max_evals, progress=progress)
     print(format_fit_table(log_fit_table(samples, profile, result.profile, server), terminal_width()))
     if result.prior_sd:

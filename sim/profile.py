@@ -853,8 +853,9 @@ def analytic_costs(profile: Profile) -> bool:
     and a GPU's datasheet), not measured on a device nor fitted to a server's runs: it has an
     ``analytic`` block or its ``provenance.method`` begins with one of
     :data:`ANALYTIC_METHODS`, and no ``calibrate.from`` provenance (``specsched calibrate
-    --from`` fitted it to measured runs). A profile that says nothing of its method (a
-    measured one written by hand) is not taken for analytic."""
+    --from`` fitted it to measured runs; a fit to server logs alone, ``calibrate.from_logs``,
+    fits the decode step only and leaves it analytic). A profile that says nothing of its
+    method (a measured one written by hand) is not taken for analytic."""
     prov = profile.provenance or {}
     if "calibrate.from" in prov:
         return False

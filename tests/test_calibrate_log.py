@@ -92,7 +92,7 @@ def test_a_log_alone_recovers_the_decode_factor_it_was_simulated_with(tmp_path, 
                  "--out", "fitted.yaml"]) == 0
     out = capsys.readouterr().out
     prof = yaml.safe_load((tmp_path / "fitted.yaml").read_text())
-    prov = prof["provenance"]["calibrate.from"]
+    prov = prof["provenance"]["calibrate.from_logs"]
     fitted = float(prov.split("decode x")[1].split()[0])
     assert fitted == pytest.approx(factor, rel=0.03), out
     assert "server.log" in prov and "alone" in prov and "prefill" in prov and "host" in prov
@@ -163,5 +163,20 @@ def test_server_log_without_runs_is_the_log_only_fit(tmp_path, capsys, monkeypat
     assert main(["calibrate", "--from", log, "--profile", "h200-1b", "--out", "b.yaml"]) == 0
     b = capsys.readouterr().out
     assert a.replace("a.yaml", "b.yaml") == b and "sglang-0.5.23-launch.log" in a
-    prov = yaml.safe_load((tmp_path / "a.yaml").read_text())["provenance"]["calibrate.from"]
+    prov = yaml.safe_load((tmp_path / "a.yaml").read_text())["provenance"]["calibrate.from_logs"]
     assert "server log sglang-0.5.23-launch.log alone (2 pure-decode steps" in prov
+
+
+def test_a_profile_fitted_to_logs_alone_is_still_said_to_be_an_analytic_estimate():
+    """Decode lines fit the decode step only: prefill and host stay the roofline's. Its
+    provenance under calibrate.from (the key of a fit to measured runs) dropped the run's
+    "analytic estimate" line, so TTFTs read as calibrated."""
+    from specsched.sim.profile import Profile, analytic_costs
+
+    base = {"name": "a", "device": "x", "provenance": {"method": "analytic roofline"}}
+    logs = {**base, "provenance": {**base["provenance"], "calibrate.from_logs": "fitted ... decode lines ... alone"}}
+    runs = {**base, "provenance": {**base["provenance"], "calibrate.from": "fitted ... to bench_serving runs"}}
+    costs = {"gpu": {"extend": {"x": [1, 10], "seconds": [[1e-3], [2e-3]]},
+                     "decode": {"x": [1, 10], "seconds": [[1e-3], [2e-3]]}}}
+    assert analytic_costs(Profile.model_validate({**logs, **costs}))
+    assert not analytic_costs(Profile.model_validate({**runs, **costs}))

@@ -347,7 +347,7 @@ def test_a_server_log_among_the_from_files_joins_the_fit_as_the_server_log(tmp_p
     assert "log server.txt.gz" in (tmp_path / "b.yaml").read_text()
     # a log alone fits its decode lines (analysis/calibrate_log.py; it was refused in one line)
     assert main([*base, "--from", "server.txt.gz", "--out", "c.yaml"]) == 0
-    prov = yaml.safe_load((tmp_path / "c.yaml").read_text())["provenance"]["calibrate.from"]
+    prov = yaml.safe_load((tmp_path / "c.yaml").read_text())["provenance"]["calibrate.from_logs"]
     assert "server log server.txt.gz alone" in prov
 
 
