@@ -291,7 +291,8 @@ def print_resolved_defaults(sc: Any, profile: Any = None) -> None:
         print(f"note: the defaults above are for the scenario's profile ({sc.profile}: {name(own)}), not --profile "
               f"{profile.name} ({name(mine)}): measured and predicted run the scenario's server; for this device's "
               "defaults, state the keys in the scenario or --set them (`specsched run --set profile=...` fills them "
-              "for that profile's device)", file=sys.stderr)
+              + ("for that profile's device)" if mine is not None else
+                 "with SGLang's generic ones, as for a profile that names no GPU, and lists none)"), file=sys.stderr)
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
