@@ -364,12 +364,14 @@ def load_run_or_bench(item: str) -> Any:
 
 
 SWEEP_KEYS = (("request_rate", "rate {}/s"), ("max_concurrency", "concurrency {}"), ("tag", "{}"),
-              ("dataset_name", "{}"), ("random_input_len", "input {}"), ("random_output_len", "output {}"))
+              ("dataset_name", "{}"), ("random_input_len", "input {}"), ("random_output_len", "output {}"),
+              ("seed", "seed {}"))
 """(argument, label format) of what tells the runs of one bench_serving file apart in
 ``plot``'s legend: SGLang's and vLLM's sweeps append one line per run to one ``--output-file``
 (a rate sweep: ``for r in 1 2 4 8; do ... --request-rate $r; done``), each line writing its
 ``request_rate`` and ``max_concurrency`` (0.5.23 ``benchmark/serving.py`` ``benchmark()``),
-the dataset and its random lengths, and, set by hand, its ``--tag``."""
+the dataset and its random lengths, and, set by hand, its ``--tag``; the seed (``--seed``, or
+a specsched line's ``server_info.specsched.seed``: a sweep's file holds every seed of a point)."""
 
 
 def _sweep_value(v: Any) -> str:
@@ -382,6 +384,8 @@ def _sweep_part(r: Any, key: str, fmt: str) -> str | None:
     """One run's label part for ``key``, or None where it says nothing (no tag; random
     lengths of a dataset other than random, which bench_serving writes but does not use)."""
     v = r.extra.get("tag") if key == "tag" else r.args.get(key)
+    if key == "seed" and v is None:   # a specsched line's own seed (a sweep's seeds of one point)
+        v = ((r.extra.get("server_info") or {}).get("specsched") or {}).get("seed")
     if key.startswith("random_") and not str(r.args.get("dataset_name") or "").startswith("random"):
         return None
     if v is None:

@@ -101,3 +101,14 @@ def test_lines_of_runs_the_table_does_not_hold_are_left_out(scenario, tmp_path):
     samples_path(out).unlink()
     run_sweep(scenario, {"server.chunked_prefill_size": [1024]}, 1, out, progress=False)
     assert [r["server_info"]["chunked_prefill_size"] for r in _lines(out)] == [1024]
+
+
+def test_the_plot_legend_tells_a_points_seeds_apart(scenario, tmp_path):
+    """A sweep's file holds every seed of a point: its runs were labelled "line 1: rate 4/s"
+    and "line 2: rate 4/s", nothing telling them apart."""
+    from specsched.analysis.bench_cli import sweep_labels
+
+    out = tmp_path / "s.parquet"
+    run_sweep(scenario, {"server.chunked_prefill_size": [2048]}, 2, out, progress=False)
+    labels = sweep_labels(read_bench_runs(bench_path(out)))
+    assert labels == ["line 1: seed 1", "line 2: seed 2"]
