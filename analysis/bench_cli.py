@@ -556,11 +556,15 @@ def validate_bench_stem(path: str) -> str:
     the file's stem, or for the bench_serving.jsonl of a results directory (``specsched run``,
     ``measure``: every one has that name) ``<scenario folder>-<run folder>``, e.g.
     ``mine-base-seed1``, so that two runs' lines do not write one folder (the second replaced the
-    first's table and runs)."""
+    first's table and runs); ``bench_serving`` for a stream, as ``scenario from-bench`` names its
+    scenario (``-:3`` gave ``stdin-line3`` here and ``bench_serving-line3.yaml`` there)."""
+    from specsched.sim.input_files import is_stream
+
     p = Path(path)
     if p.name == "bench_serving.jsonl" and (p.parent / "summary.json").is_file():
         return f"{p.parent.parent.absolute().name}-{p.parent.name}"
-    return p.stem
+    # a stream (stdin, <(zcat runs.gz)) has no name of its own: as scenario from-bench names it
+    return "bench_serving" if is_stream(path) else p.stem
 
 
 def cmd_from_bench(args: argparse.Namespace) -> int:

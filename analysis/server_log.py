@@ -338,10 +338,16 @@ def _say_time_going_back(log: pd.DataFrame, path: str) -> None:
     if back.any():
         i = back.idxmax()
         prev = dated.loc[:i][dated.loc[:i, "rank"] == dated.at[i, "rank"]].iloc[-2]
+        back_s = (prev["time"] - dated.at[i, "time"]).total_seconds()
+        # SGLang stamps local time (utils logging's asctime): a clock set back an hour for
+        # daylight saving's end reads as the same jump, with the lines in order
+        why = ("the local clock set back an hour (daylight saving's end: SGLang stamps local time), or logs joined "
+               "out of order (`cat server.log server.log.1`); if joined, join them oldest first"
+               if 3540 <= back_s <= 3660 else
+               "logs joined out of order (`cat server.log server.log.1`)? join them oldest first")
         print(f"warning: {path}:{int(dated.at[i, 'line'])}: logged at {dated.at[i, 'time']}, before line "
-              f"{int(prev['line'])} ({prev['time']}) of its rank: logs joined out of order (`cat server.log "
-              "server.log.1`)? join them oldest first: each decode line is timed against the line before it",
-              file=sys.stderr)
+              f"{int(prev['line'])} ({prev['time']}) of its rank: {why}: each decode line is timed against the line "
+              "before it", file=sys.stderr)
 
 
 def first_pipeline_stage(log: pd.DataFrame, path: str) -> pd.DataFrame:

@@ -263,3 +263,25 @@ def test_a_server_args_line_cut_short_reads_no_cut_value():
     assert server_args_text("{'tp_size': 2, 'chunked_prefill_size': 81") == {"tp_size": 2}
     assert server_args_text("ServerArgs(tp_size=2, page_size=1") == {"tp_size": 2}
     assert server_args_text("{'tp_size': 2, 'chunked_prefill_size': 8192}") == {"tp_size": 2, "chunked_prefill_size": 8192}
+
+
+def test_a_clock_set_back_an_hour_is_said_as_a_possible_clock_change(tmp_path, capsys):
+    """SGLang stamps local time: at daylight saving's end the stamps go back an hour with the
+    lines in order, which was said only as logs joined out of order. A jump of another size
+    keeps the plain wording."""
+    plain = (LOGS / "sglang-0.5.23.log").read_text()
+    for back, clock in (("07:01", True), ("06:01", False)):
+        joined = tmp_path / f"back-{back}.log"
+        joined.write_text(plain + plain.replace("2026-03-02 08:01", f"2026-03-02 {back}"))
+        parse_server_log(joined)
+        err = capsys.readouterr().err
+        assert ("daylight saving" in err) is clock and "joined out of order" in err, err
+
+
+def test_validate_names_a_streamed_lines_folder_as_from_bench_names_its_scenario():
+    """``-:3`` gave results/validate-bench/stdin-line3 under validate and
+    bench_serving-line3.yaml under scenario from-bench: one name for a stream in both."""
+    from specsched.analysis.bench_cli import validate_bench_stem
+
+    assert validate_bench_stem("/dev/stdin") == "bench_serving"
+    assert validate_bench_stem("runs/rate4.jsonl") == "rate4"
