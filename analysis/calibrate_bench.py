@@ -1596,7 +1596,7 @@ def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence
     return atomic_write_text(out, yaml.safe_dump(data, sort_keys=False, width=110))
 
 
-def check_log_matches(log: Any, path: str, server: Any) -> None:
+def check_log_matches(log: Any, path: str, server: Any, log_only: bool = False) -> None:
     """The log's decode steps are priced with the fitted scenarios' server (:func:`fit`): a log
     whose decode lines state an accept length (SGLang logs ``accept len`` on every decode
     line of a speculative server and on none of a plain one: 0.5.23
@@ -1619,6 +1619,11 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
     number of replicas (it was refused as a DP-attention log), and refused for a DP-attention
     server. Lines holding more KV tokens than the server's pool are said (a larger pool than
     the runs are predicted with).
+
+    ``log_only``: the fit has no runs (:mod:`analysis.calibrate_log`): the running cap, the
+    pool and the replica count, which only the runs' predictions read, are not compared (they
+    warned of "the runs" a fit from logs alone does not have); each line's step is priced
+    from its own batch and #token.
 
     Raises:
         ConfigError: the log and the server disagree on speculative decoding or on DP
@@ -1646,7 +1651,7 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
     # max_running_requests // the attention-DP size (SGLang 0.5.23 mem_cache/kv_cache_configurator.py
     # resolve_max_num_reqs): the rank's cap is the figure to compare, not the server's total
     cap = max(1, server.max_running_requests // n_dp) if n_dp > 1 else server.max_running_requests
-    if most > cap:
+    if most > cap and not log_only:
         per = (f"{cap} per DP rank ({server.max_running_requests} max_running_requests over {n_dp} DP-attention ranks)"
                if n_dp > 1 else f"{cap} (max_running_requests)")
         print(f"warning: {path}: decode lines run up to {most:g} requests{' on one DP rank' if n_dp > 1 else ''}, the "
@@ -1654,7 +1659,7 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
               "than the log's; give --scenario-template with its server arguments", file=sys.stderr)
     pool = server.max_total_num_tokens
     most_kv = float(np.nanmax(held)) if len(held) and np.isfinite(held).any() else 0.0
-    if pool and most_kv > pool:
+    if pool and most_kv > pool and not log_only:
         # a line's #token is what its server's (or DP rank's, or replica's) pool held: more than
         # the fitted scenarios' pool is a larger server than the one the runs are predicted with
         print(f"warning: {path}: decode lines hold up to {most_kv:g} KV tokens (#token), more than the fitted "
@@ -1677,7 +1682,7 @@ def check_log_matches(log: Any, path: str, server: Any) -> None:
                               "TP group, from TP0), not DP attention, which the fitted scenarios' server runs: "
                               "each replica's batch was priced as one rank of a lock-step group")
         _check_accept_len(decode, path, server)
-        if server.dp_replicas != ranks.nunique():
+        if server.dp_replicas != ranks.nunique() and not log_only:
             # the runs are predicted with the scenarios' replicas (sim/dp_replicas.py)
             print(f"warning: {path}: the log's server ran {ranks.nunique()} data-parallel replicas (--dp-size without "
                   "DP attention: each DP rank its own TP group, from TP0); each decode line is its replica's whole "

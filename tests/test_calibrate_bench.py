@@ -1153,6 +1153,13 @@ def test_a_log_of_data_parallel_replicas_is_not_read_as_dp_attention(tmp_path, c
     assert "2 data-parallel replicas" in err and "predicted with 1" in err and "dp_size 2" in err
     check_log_matches(log, str(p), ServerArgs(dp_size=2))
     assert "replicas" not in capsys.readouterr().err
+    # a fit to the log alone predicts no runs: nothing to warn of "the runs" (each line is
+    # priced from its own batch)
+    check_log_matches(log, str(p), ServerArgs(max_running_requests=2, max_total_num_tokens=5000), log_only=True)
+    assert "predicted with" not in capsys.readouterr().err
+    check_log_matches(log, str(p), ServerArgs(max_running_requests=2, max_total_num_tokens=5000))
+    err = capsys.readouterr().err
+    assert "the runs are predicted with another server" in err and "smaller pool" in err
     with pytest.raises(ConfigError) as e:
         check_log_matches(log, str(p), ServerArgs(enable_dp_attention=True, dp_size=2))
     assert e.value.key == "rank" and "replicas" in e.value.allowed
