@@ -142,12 +142,13 @@ def execute(task: RunTask) -> RunOutcome:
         samples = latency_samples(run)
         span = arrival_span(run)
         notes = tuple(getattr(run, "extra", {}).get("range_notes", ())) if not isinstance(run, Mapping) else ()
+        full = getattr(run, "requests", None) is not None and not isinstance(run, Mapping)   # not a summary
         bench = None
-        if getattr(run, "requests", None) is not None and not isinstance(run, Mapping):
+        if full:
             from specsched.sim.bench_serving import bench_record
 
             bench = bench_record(run, details=False)
-        if task.out is not None and getattr(run, "requests", None) is not None and not isinstance(run, Mapping):
+        if task.out is not None and full:
             from specsched.sim.results import write_results
 
             write_results(run, task.out)

@@ -55,7 +55,6 @@ from specsched.analysis.sweep_store import (
     empty_samples,
     merge,
     read_bench_file,
-    read_bench_log,
     read_run_log,
     read_samples,
     run_log_path,
@@ -565,14 +564,14 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
             meta = {META_KEY: json.dumps(mine, default=str)}
         existing = existing[columns]
     # runs a killed sweep finished after its last save
-    logged, logged_samples = read_run_log(log) if resume else (existing.iloc[:0], empty_samples())
+    logged, logged_samples, logged_bench = read_run_log(log) if resume else (existing.iloc[:0], empty_samples(), {})
     if resume:
         if len(logged):
             existing = merge([existing, logged], ["point", "seed"])
             existing_samples = merge([existing_samples, logged_samples], ["point", "seed"])
             if existing_samples is None:
                 existing_samples = empty_samples()
-            existing_bench.update(read_bench_log(log))
+            existing_bench.update(logged_bench)
     else:
         os.ftruncate(log_fd, 0)
     _check_same_parameters(out, existing["point"], ids)
@@ -598,7 +597,7 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
     def checkpoint() -> pd.DataFrame:
         # the run log is the record of what finished (a run is logged before anything else
         # happens to it, so a signal between the two cannot lose it)
-        rows, smp = read_run_log(log)
+        rows, smp, logged_lines = read_run_log(log)
         rows = merge([existing, rows], ["point", "seed"])
         smp = merge([existing_samples, smp], ["point", "seed"])
         atomic_write_parquet(smp if smp is not None else empty_samples(), samples_path(out))
@@ -606,7 +605,7 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
         # the table's runs, in its order: a line of a run the table does not hold (another
         # sweep's, left beside a table that was removed) is not this sweep's
         runs = list(dict.fromkeys(zip(t["point"], t["seed"].astype(int), strict=True)))
-        lines = {**existing_bench, **read_bench_log(log)}
+        lines = {**existing_bench, **logged_lines}
         if any(k in lines for k in runs):
             atomic_write_text(bench_path(out), bench_text(lines, runs))
         else:   # no run with a line: no file (an older one would be another sweep's)

@@ -45,18 +45,21 @@ def run_log_path(out: str | Path) -> Path:
     return o.with_name(f".{o.name}.runs.jsonl")
 
 
-def samples_path(out: str | Path) -> Path:
-    """The samples file of the sweep ``out``: ``<stem>.samples.parquet`` beside it."""
+def _beside(out: str | Path, suffix: str) -> Path:
+    """``<stem><suffix>`` beside the sweep file ``out`` (its ``.parquet`` left out of the stem)."""
     o = Path(out)
     stem = o.name[: -len(".parquet")] if o.name.endswith(".parquet") else o.name
-    return o.with_name(f"{stem}.samples.parquet")
+    return o.with_name(f"{stem}{suffix}")
+
+
+def samples_path(out: str | Path) -> Path:
+    """The samples file of the sweep ``out``: ``<stem>.samples.parquet`` beside it."""
+    return _beside(out, ".samples.parquet")
 
 
 def bench_path(out: str | Path) -> Path:
     """The bench_serving file of the sweep ``out``: ``<stem>.bench_serving.jsonl`` beside it."""
-    o = Path(out)
-    stem = o.name[: -len(".parquet")] if o.name.endswith(".parquet") else o.name
-    return o.with_name(f"{stem}.bench_serving.jsonl")
+    return _beside(out, ".bench_serving.jsonl")
 
 
 def check_writable(out: Path) -> None:
@@ -95,11 +98,17 @@ def append_run(fd: int, scenario: str, o: RunOutcome) -> None:
     os.fsync(fd)
 
 
-def read_run_log(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(metric rows :data:`METRIC_COLUMNS`, sample rows :data:`SAMPLE_COLUMNS`) of a run
-    log; a last line cut short by a kill is ignored."""
+BenchLines = dict[tuple[str, int], dict[str, Any]]
+"""Bench_serving records by run: (point, seed) -> record."""
+
+
+def read_run_log(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, BenchLines]:
+    """(metric rows :data:`METRIC_COLUMNS`, sample rows :data:`SAMPLE_COLUMNS`, bench_serving
+    records of the runs logged with one) of a run log, in one read; a last line cut short by
+    a kill is ignored."""
     rows: list[tuple[Any, ...]] = []
     srows: list[pd.DataFrame] = []
+    bench: BenchLines = {}
     if path.exists():
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
@@ -110,29 +119,12 @@ def read_run_log(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
                     srows.append(pd.DataFrame({"point": r["point"], "seed": int(r["seed"]), "latency": lat,
                                                "value_ms": np.asarray(vals, float),
                                                "count": np.asarray(counts, np.int64)}))
+                if isinstance(r.get("bench"), dict):
+                    bench[(r["point"], int(r["seed"]))] = {**r["bench"], "sweep_point": r["point"]}
             except (ValueError, KeyError, TypeError):
                 continue
     samples = pd.concat(srows, ignore_index=True) if srows else empty_samples()
-    return pd.DataFrame(rows, columns=METRIC_COLUMNS), samples
-
-
-BenchLines = dict[tuple[str, int], dict[str, Any]]
-"""Bench_serving records by run: (point, seed) -> record."""
-
-
-def read_bench_log(path: Path) -> BenchLines:
-    """The bench_serving records in a run log (runs logged without one are left out; a last
-    line cut short by a kill is ignored)."""
-    out: BenchLines = {}
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                r = json.loads(line)
-                if isinstance(r.get("bench"), dict):
-                    out[(r["point"], int(r["seed"]))] = {**r["bench"], "sweep_point": r["point"]}
-            except (ValueError, KeyError, TypeError):
-                continue
-    return out
+    return pd.DataFrame(rows, columns=METRIC_COLUMNS), samples, bench
 
 
 def read_bench_file(out: str | Path) -> BenchLines:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from specsched.analysis.compare import ARRIVAL_SPAN, RATE_BOUND_METRICS, rate_bound
 from specsched.analysis.stats import (
     PooledSamples,
     across_seeds,
@@ -179,17 +180,11 @@ def best_text(summary: pd.DataFrame, metric: str = "output_throughput",
         # tie that would need over MAX_SEEDS_SUGGESTED is left a tie)
         which = "them" if len(resolvable) == len(needed) else f"{len(resolvable)} of them"
         text += f"; about {max(resolvable)} seeds would tell {which} apart (--seeds {max(resolvable)})"
-    if table is not None and metric in _rate_bound_metrics() and _all_rate_bound(table, m["point"]):
+    if table is not None and metric in RATE_BOUND_METRICS and _all_rate_bound(table, m["point"]):
         text += (f"; but every point is rate-bound (each run ends within 10 % of its duration after its last "
                  f"arrival): its {metric} measures the arrivals offered, not what the server can serve; compare "
                  "the points by their latencies")
     return text
-
-
-def _rate_bound_metrics() -> tuple[str, ...]:
-    from specsched.analysis.compare import RATE_BOUND_METRICS
-
-    return RATE_BOUND_METRICS
 
 
 def _all_rate_bound(table: pd.DataFrame, points: Sequence[Any]) -> bool:
@@ -200,8 +195,6 @@ def _all_rate_bound(table: pd.DataFrame, points: Sequence[Any]) -> bool:
     difference of when the last arrivals fell, which ``compare`` calls rate-bound. False where
     a point has no arrival span (closed loop, burst, a sweep file written before spans were
     kept)."""
-    from specsched.analysis.compare import ARRIVAL_SPAN, rate_bound
-
     t = table[table["metric"].isin(("duration", ARRIVAL_SPAN))]
     if not len(t):
         return False

@@ -286,8 +286,10 @@ def print_resolved_defaults(sc: Any, profile: Any = None) -> None:
     def name(h: Any) -> str:
         return "no GPU it names: generic defaults" if h is None else f"{h.gpu or h.platform}, tp {h.tp_size}"
 
-    if (None if own is None else (own.platform, own.gpu, own.tp_size)) != \
-            (None if mine is None else (mine.platform, mine.gpu, mine.tp_size)):
+    def device(h: Any) -> tuple[Any, ...] | None:   # what the defaults are resolved from
+        return None if h is None else (h.platform, h.gpu, h.tp_size)
+
+    if device(own) != device(mine):
         print(f"note: the defaults above are for the scenario's profile ({sc.profile}: {name(own)}), not --profile "
               f"{profile.name} ({name(mine)}): measured and predicted run the scenario's server; for this device's "
               "defaults, state the keys in the scenario or --set them (`specsched run --set profile=...` fills them "

@@ -44,7 +44,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from specsched.sim.bundled import scenario_data_path
@@ -592,6 +592,15 @@ def check_hardware(scenario: Scenario, hw: Hardware | None) -> None:
                           "('Not enough memory'); use more TP ranks (--tp)" + _narrower_dtype(scenario))
 
 
+def _launched_servers(scenario: Scenario) -> list[tuple[str, Any]]:
+    """(scenario key, server arguments) of each server SGLang launches for ``scenario``: the
+    server, or under disaggregation its prefill and decode servers (the top-level server is
+    then only the roles' template, never launched)."""
+    if scenario.server.disaggregation is None:
+        return [("server", scenario.server)]
+    return [(f"server.disaggregation.{r}.server", scenario.server.role_server(r)) for r in ("prefill", "decode")]
+
+
 def check_chunk_pages(scenario: Scenario) -> None:
     """Refuse a chunk budget that is not whole pages, as SGLang 0.5.23 refuses to start
     (arg_groups/validation_hook.py ``check_server_args``: "chunked_prefill_size must be
@@ -601,11 +610,7 @@ def check_chunk_pages(scenario: Scenario) -> None:
     :func:`sim.server_args.chunk_pages_refusal`). Checked with the run's other start-up checks,
     after the DP size's own, so the simulator's own unit runs may still cut chunks of any size
     at page boundaries."""
-    # under disaggregation the top-level server is only the roles' template: the two servers
-    # SGLang launches are checked (a decode server is exempt), not the template
-    servers = [("server", scenario.server)]
-    if scenario.server.disaggregation is not None:
-        servers = [(f"server.disaggregation.{r}.server", scenario.server.role_server(r)) for r in ("prefill", "decode")]
+    servers = _launched_servers(scenario)
     for where, s in servers:
         ranks = s.dp_size if s.enable_dp_attention else 1
         why = chunk_pages_refusal(s.chunked_prefill_size, s.page_size, ranks, s.disaggregation_mode)
@@ -624,11 +629,7 @@ def _check_dp_divides_tp(scenario: Scenario) -> None:
     as before."""
     from specsched.sim.profile import load_profile
 
-    # under disaggregation the top-level server is only the roles' template: the two servers
-    # SGLang launches are checked (a decode server is exempt), not the template
-    servers = [("server", scenario.server)]
-    if scenario.server.disaggregation is not None:
-        servers = [(f"server.disaggregation.{r}.server", scenario.server.role_server(r)) for r in ("prefill", "decode")]
+    servers = _launched_servers(scenario)
     dp = [(where, s.dp_size) for where, s in servers if s.enable_dp_attention and s.dp_size > 1]
     if not dp:
         return
@@ -678,14 +679,12 @@ def _check_context(scenario: Scenario, hw: Hardware | None, i: int, o: int) -> N
     if ctx is None:
         return
     file = scenario_file(scenario)
+    # a generated workload's lengths are the scenario's own: SGLang truncates only sent rows
+    truncate = (" (server.allow_auto_truncate cuts only a trace workload's rows, managers/tokenizer_manager.py "
+                "_validate_one_request; shorten the lengths)" if scenario.server.allow_auto_truncate else "")
     if i > longest_prompt(ctx):
-        raise ConfigError(file, "workload.input_len", i, _prompt_limit_text(ctx, source)
-                          + (" (server.allow_auto_truncate cuts only a trace workload's rows)"
-                             if scenario.server.allow_auto_truncate else ""))
+        raise ConfigError(file, "workload.input_len", i, _prompt_limit_text(ctx, source) + truncate)
     if i + o > ctx:
         raise ConfigError(file, "workload.output_len", o,
                           f"prompt {i} + output {o} tokens exceed the model's context length {ctx} "
-                          f"({source}): SGLang rejects the request"
-                          + (" (server.allow_auto_truncate cuts only a trace workload's rows, "
-                             "managers/tokenizer_manager.py _validate_one_request; shorten the lengths)"
-                             if scenario.server.allow_auto_truncate else ""))
+                          f"({source}): SGLang rejects the request{truncate}")
