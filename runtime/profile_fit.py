@@ -327,6 +327,9 @@ class Fits:
             # unequal two-request extends timed whole (profile_gpu.split_phase)
             "extend_split": [{"extend_lens": lens, "prefix_lens": pre, "seconds": sec}
                              for lens, pre, sec in self.split_s] or None,
+            # extends behind decode / verify steps over the grid's own (profile_gpu.extend_after_phase)
+            "extend_after_step": {kind: {"tokens": [float(t) for t, _ in pts], "ratios": [r for _, r in pts]}
+                                  for kind, pts in self.after_step.items()} or None,
         }
         host = {
             "ingest_per_request_s": 0.0,

@@ -113,7 +113,13 @@ class GpuPhases(Harness):
 
     def _behind_same(self, label: str, group: str, fn: Callable[[], object], device_s: float) -> list[float]:
         """Device seconds of ``fn`` timed right behind :attr:`extend_lead_s` seconds of the
-        same call run back to back (GPU only; empty list on CPU, with no lead, or when the
+        same call run back to back (:meth:`_behind` with ``fn`` as its own lead)."""
+        return self._behind(label, group, fn, fn, device_s, "itself")
+
+    def _behind(self, label: str, group: str, fn: Callable[[], object], lead: Callable[[], object],
+                lead_s: float, lead_words: str) -> list[float]:
+        """Device seconds of ``fn`` timed right behind :attr:`extend_lead_s` seconds of
+        ``lead`` run back to back (GPU only; empty list on CPU, with no lead, or when the
         host cannot keep ahead of the GPU).
 
         Why: a busy loop launches an extend while the GPU is still running the previous
@@ -123,7 +129,7 @@ class GpuPhases(Harness):
         (docs/measurements/h200-v32.md, benchmarks/sustained_clock_probe.py).
 
         Per repeat, with no synchronize between repeats (the GPU stays loaded):
-        ``k = ceil(lead / device_s)`` calls of ``fn``, an event (the marker), then ``fn``
+        ``k = ceil(extend_lead_s / lead_s)`` calls of ``lead``, an event (the marker), then ``fn``
         between two timing events. The timed call holds device time alone only if the GPU
         was still running the lead when the call's last kernel was issued (the marker not
         complete then); a repeat that found it complete is dropped. No spin: the lead's
@@ -135,13 +141,15 @@ class GpuPhases(Harness):
         At most ``2 n`` repeats, ``n`` the budget's repeats capped at 9.
 
         Args:
-            device_s: ``fn``'s device seconds behind an idle spin (sizes ``k``).
+            lead_s: one ``lead`` call's device seconds (sizes ``k``).
+            lead_words: what the lead is, for the progress line.
         """
         dev = self.dev
         if not dev.is_gpu or self.extend_lead_s <= 0:
             return []
-        n = min(9, self._warm_and_plan(f"{label} behind {self.extend_lead_s * 1e3:g} ms of itself", fn, self.repeats))
-        k = max(1, math.ceil(self.extend_lead_s / max(device_s, 1e-6)))
+        n = min(9, self._warm_and_plan(f"{label} behind {self.extend_lead_s * 1e3:g} ms of {lead_words}", fn,
+                                       self.repeats))
+        k = max(1, math.ceil(self.extend_lead_s / max(lead_s, 1e-6)))
         out: list[float] = []
         dropped = 0
         with dev.use("forward"):
@@ -149,7 +157,7 @@ class GpuPhases(Harness):
                 if len(out) >= n or (not out and dropped >= LEAD_GIVE_UP):
                     break
                 for _ in range(k):
-                    fn()
+                    lead()
                 t, _, ran_dry = self._timed_call(fn, self._marker())
                 if ran_dry:
                     dropped += 1
@@ -535,6 +543,56 @@ class GpuPhases(Harness):
         self.grid["draft_step"], self.grid_spread["draft_step"] = g, spread
         if steps >= 1:
             self.grid["chain_verify"], self.grid_spread["chain_verify"] = bare, bare_spread
+
+    def extend_after_phase(self) -> None:
+        """Extends timed right behind decode steps and behind verify cycles
+        (``gpu.extend_after_step``): for each ``--extend-tokens`` count at prefix 0, the
+        extend behind :attr:`extend_lead_s` of graph-replayed decode steps, then of spec
+        cycles, at batch :attr:`tile_bs` and the middle grid context; each as a ratio to the
+        extend grid's own point (timed behind itself, :meth:`_behind_same`).
+
+        Why: the GPU's clock under a lead depends on the lead's power draw. Dense extends back
+        to back hold an H100 at its 700 W cap, 3-9 % below the clock after an idle spin
+        (docs/measurements/h100-v50.md), while decode steps keep it up, and an extend after
+        them runs faster than the grid says; on an H200 an extend-sized stack ran x1.085
+        slower after ~50 ms of verify-sized work (docs/measurements/h200-v32.md). A loop runs
+        most extends behind decode or verify steps (a freed slot admits one request between
+        them), so which lead the extend follows is measured, not assumed
+        (docs/measurements/h100-v53-holdout/README.md). GPU with a lead only."""
+        self.after_step: dict[str, list[tuple[int, float]]] = {}
+        self.after_lead = ""   # the leads, in words (provenance)
+        if not self.dev.is_gpu or self.extend_lead_s <= 0:
+            return
+        r, b = self.runner, self.tile_bs
+        ctx = self.contexts[len(self.contexts) // 2]
+        i_bs, j_ctx = self.bs.index(b), self.contexts.index(ctx)
+        rows = self.grid_rows[:b]
+        with self.dev.use("forward"):
+            rows_t = self.dev.h2d(rows)
+        leads = {kind: (self._step_fn(kind, rows, rows_t, ctx, graph=True), self.grid[kind][i_bs][j_ctx])
+                 for kind in ("decode", "spec")}
+        self.after_lead = (f"graph-replayed decode steps ({leads['decode'][1] * 1e3:.3f} ms each) and spec cycles "
+                           f"({leads['spec'][1] * 1e3:.3f} ms each) at batch {b}, every request at {ctx} tokens")
+        for t in self.after_tokens:
+            i = self.ext_x.index(t)
+            lens, _ = extend_layout(t, self.ext_cols[0], self.prompt)
+            with self.dev.use("forward"):
+                ext_rows = [r.add_request() for _ in lens]
+            toks = torch.randint(0, self.cfg.vocab_size - 1, (t,), generator=self.gen)
+            pre = [0] * len(lens)
+
+            def ext(ext_rows=ext_rows, pre=pre, lens=lens, toks=toks) -> None:
+                r.extend(ext_rows, pre, lens, toks)
+
+            for kind, (lead, lead_s) in leads.items():
+                name = "verify" if kind == "spec" else kind
+                words = f"{name} steps at batch {b} @ctx {ctx}"
+                ts = self._behind(f"after-{name} extend {t} tok", "extend_after", ext, lead, lead_s, words)
+                if ts:
+                    self.after_step.setdefault(name, []).append((t, statistics.median(ts) / self.ext_s[i][0]))
+            with self.dev.use("forward"):
+                for row in ext_rows:
+                    r.free_request(row)
 
     def tile_phase(self) -> None:
         """The attention kernel's KV tile (``gpu.attention_tile``): the graph-replayed decode

@@ -34,6 +34,7 @@ sizes); on CUDA ``--graph-max-bs-prefill`` is added, whose token buckets the ext
 times and captures."""
 PHASE_WORDS = {
     "grid": "the verify/decode grid's steps", "tile": "the attention-tile probe's steps",
+    "extend_after": "the extends behind decode and verify steps",
     "eager": "the eager steps", "cross_queue": "the cross-queue steps", "padding": "the padding probe's steps",
     "launch": "the launch and stall loops' steps", "sync": "the sync probe's steps", "host": "the host phase's steps",
 }
@@ -363,6 +364,9 @@ class Harness:
         # the extend grid's rows: every bucket an extend between them replays (extend_grid_tokens)
         self.ext_x = extend_grid_tokens(self.ext_x, self.prefill_buckets)
         self.split_layouts = split_layouts(self.ext_x, self.ext_prefixes, self.prompt)
+        # the extend-after-step phase's token counts (profile_gpu.extend_after_phase)
+        self.after_tokens = (sorted(t for t in set(self.extend_tokens_given) if t in self.ext_x)
+                             if self.extend_lead_s > 0 and dev.is_gpu else [])
         n_tasks = sum(self.task_counts().values())
         self.budget = _Budget(budget_s, n_tasks)
         self.queue_full: list[str] = []  # calls never queued whole behind a busy GPU (profile_gpu._issued_as_run)
@@ -383,7 +387,9 @@ class Harness:
         ext_need = max(-(-t // self.prompt) * (self.ext_prefixes[-1] + self.prompt + 2) for t in self.ext_x)
         grid_need = self.max_bs * self.grid_ctx
         launch_need = self.launch_bs[-1] * self.launch_bucket
-        slots = max(ext_need, grid_need, launch_need) + 1  # each phase frees its rows
+        # the extend-after-step phase runs its extends beside the grid's rows
+        after_need = grid_need + max((-(-t // self.prompt) * (self.prompt + 2) for t in self.after_tokens), default=0)
+        slots = max(ext_need, grid_need, launch_need, after_need) + 1  # each phase frees its rows
         ctx_buckets = sorted({*widths, self.launch_bucket, *self.tile_widths})
         self._progress("build models")
         max_reqs = max(2 * self.max_bs, ext_rows)
@@ -418,6 +424,8 @@ class Harness:
             # spec, decode and the draft step (chain cycles with and without their steps, alternated)
             "grid": 3 * len(self.bs) * len(self.contexts),
             "tile": 2 * len(self.tile_widths),
+            # decode and verify leads per token count (GPU with a lead only)
+            "extend_after": 2 * len(self.after_tokens),
             "padding": 6 if len(self.contexts) >= 2 else 0,
             "eager": len(self.eager_bs) * len(self.contexts),
             "cross_queue": 4 * len(self.cq_bs),
@@ -453,7 +461,7 @@ class Harness:
         words = PHASE_WORDS.get(name, f"the {name} phase's steps")
         graphs = " and their graphs" if self.dev.is_gpu else ""
         # the phase's own largest batch and context (runtime/profile_gpu.py, profile_host.py)
-        batch = {"tile": self.tile_bs, "eager": self.eager_bs[-1], "cross_queue": self.cq_bs[-1],
+        batch = {"tile": self.tile_bs, "extend_after": self.tile_bs, "eager": self.eager_bs[-1], "cross_queue": self.cq_bs[-1],
                  "launch": self.launch_bs[-1], "host": self.host_bs[-1]}.get(name, self.max_bs)
         ctx = {"tile": self.tile_widths[-1], "launch": self.launch_bucket}.get(name, self.contexts[-1] + self.W)
         return self._allocation(f"{words}{graphs} (batches up to {batch}, contexts up to {ctx} positions)",

@@ -190,6 +190,24 @@ class Provenance:
                 + (f"; the host could not keep ahead of these, timed behind the spin alone: {', '.join(dry)}" if dry else "")
                 + ".")
 
+    def _after_step_text(self, env: str) -> str:
+        """``gpu.extend_after_step``'s provenance: the leads, each point's ratio, and why none
+        where the table is absent."""
+        if not self.after_step:
+            why = ("no extend lead (--extend-lead-ms 0)" if self.extend_lead_s <= 0 else
+                   "a CPU profile (the forward runs inline: no clock state to carry)" if not self.dev.is_gpu else
+                   "the host could not keep ahead of the GPU behind either lead")
+            return f"absent: {why}; every extend is priced by gpu.extend alone. [{env}]"
+        pts = "; ".join(f"after {kind}: " + ", ".join(f"{t} tok x{r:.3f}" for t, r in p)
+                        for kind, p in self.after_step.items())
+        dry = [x for x in self.lead_dry if x.startswith("after-")]
+        return (f"ModelRunner.extend at prefix 0 (the gpu.extend rows' layouts, the --extend-tokens counts) timed right "
+                f"behind {self.extend_lead_s * 1e3:g} ms of {self.after_lead} (runtime/profile_gpu.py "
+                f"extend_after_phase, _behind), {self._reps_text('extend_after')}; each as a ratio to the gpu.extend "
+                f"point at prefix 0 (timed behind the same extend): {pts}"
+                + (f"; the host could not keep ahead of these: {', '.join(dry)}" if dry else "")
+                + f". The simulator multiplies a pure extend after a decode step or verify cycle by it. [{env}]")
+
     def _loop_calls_text(self, calls: list[tuple[float, ...]], block: str, queued: str) -> str:
         """The stall loops' launch calls per batch size (wall / thread CPU medians of the
         ``block`` and ``queued`` loop), as runtime.host_reference.launch_call_reference reads
@@ -337,6 +355,7 @@ class Provenance:
                                       f"token are its column + half a request's length. [{env}]"),
             "gpu.extend_attention_bucket": (f"{CTX_ALIGN}: _ragged rounds C up to runtime.kv_cache.CTX_ALIGN. [{env}]"),
             "gpu.extend_split": self._split_text(env),
+            "gpu.extend_after_step": self._after_step_text(env),
             "gpu.dp_attention_sync_s": ("0: one device, no DP-attention ranks to gather across (used only with "
                                         f"server.enable_dp_attention and dp_size > 1). [{env}]"),
             "gpu.verify_chain": (grid_text("chain_verify", (

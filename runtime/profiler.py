@@ -153,7 +153,7 @@ class _Profiler(GpuPhases, HostPhases, LevelPhases, Fits, Provenance):
 
     def run(self) -> dict:
         try:
-            for ph in ("extend", "grid", "tile", "eager", "cross_queue", "padding", "launch", "sync", "host"):
+            for ph in ("extend", "grid", "tile", "extend_after", "eager", "cross_queue", "padding", "launch", "sync", "host"):
                 if ph == "padding":  # the last user of the grid's rows; the padding probe reserves its own
                     with self.dev.use("forward"):
                         for row in self.grid_rows:

@@ -465,6 +465,20 @@ class CostModel:
                                              cross_queue and plan.mode is not ForwardMode.MIXED)
         return GpuCost(extend_s, decode_s, penalty)
 
+    def after_step_ratio(self, plan: BatchPlan, previous: ForwardMode | None) -> float:
+        """The factor on a pure extend's GPU time when the forward before it on the stream
+        was ``previous`` (profile ``gpu.extend_after_step``, read at the plan's extend tokens):
+        the GPU's clock under a decode or verify lead differs from the one under back-to-back
+        extends, which the extend grid was timed behind (runtime/profile_gpu.py
+        ``extend_after_phase``). 1.0 for any other forward, after an extend or mixed step,
+        before the first forward, and for profiles without the table."""
+        table = self.profile.gpu.extend_after_step
+        if table is None or plan.mode is not ForwardMode.EXTEND:
+            return 1.0
+        ratios = table.get("decode" if previous is ForwardMode.DECODE else
+                           "verify" if previous is ForwardMode.VERIFY else None)
+        return ratios.at(plan.num_extend_tokens) if ratios is not None else 1.0
+
     def mixed_extend_s(self, extend_lens: tuple[int, ...] | list[int], prefix_lens: tuple[int, ...] | list[int],
                        row_ctx: tuple[int, ...] | list[int], read: tuple[int, float] | None = None) -> float:
         """GPU seconds of a mixed step run as one extend forward (``gpu.mixed_forward``

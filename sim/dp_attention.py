@@ -438,6 +438,14 @@ class DPCost:
             return self.group.gpu(merged, part, cross_queue)
         return None
 
+    def after_step_ratio(self, plan: GroupPlan, previous: ForwardMode | None) -> float:
+        """:meth:`sim.cost_model.CostModel.after_step_ratio` of the group's extend, read at
+        the rank extending the most tokens (the one the lock-step forward waits for)."""
+        live = [p for _, p in plan.live if p.num_extend]
+        if plan.mode is not ForwardMode.EXTEND or not live:
+            return 1.0
+        return self.cost.after_step_ratio(max(live, key=lambda p: p.num_extend_tokens), previous)
+
     def host(self, kind: str, plan: GroupPlan) -> float:
         """Host seconds of ``kind`` for the pass: the slowest rank's."""
         return max(self.cost.host(kind, p) for _, p in plan.live)

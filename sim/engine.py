@@ -65,7 +65,7 @@ from specsched.sim.ops import (
     StreamWait,
     WaitForWork,
 )
-from specsched.sim.plan import BatchPlan, StepOutput
+from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
 from specsched.sim.policy_loader import user_policy_specs
 from specsched.sim.profile import Profile, analytic_costs, load_profile
 from specsched.sim.records import Recorder, RunResult, delivery_arrays
@@ -249,6 +249,7 @@ class SimEngine(Clients, EngineStretch):
         self._last_output: StepOutput | None = None
         self._in_flight: SimHandle | None = None   # last launch whose results are pending
         self._decode_dt = 0.0                        # GPU seconds of the last decode/verify
+        self._last_mode: ForwardMode | None = None   # the last main forward's (CostModel.after_step_ratio)
         # collapsed decode stretches record every step's tokens as delivered and receive at
         # every arrival; a stream interval above 1 holds tokens back (sim/output_streamer.py),
         # a recv interval above 1 requests (sim/recv_skipper.py): step by step then; so does
@@ -319,8 +320,14 @@ class SimEngine(Clients, EngineStretch):
         # an injection prepared inside the slot-expansion block issues without its preparation
         issue = self.cost.issue(op.plan, op.part, self._inject_prepared)
         self._inject_prepared = False
-        cost = self.cost.gpu(op.plan, op.part, cross_queue=self._cross_queue_pending)
+        gpu_s = self.cost.gpu(op.plan, op.part, cross_queue=self._cross_queue_pending).total_s
         self._cross_queue_pending = False
+        if op.part == "main":
+            # an extend right behind decode or verify steps runs at their clock, not the
+            # extend grid's (sim/profile.py GpuProfile.extend_after_step)
+            if op.plan.mode is ForwardMode.EXTEND:
+                gpu_s *= self.cost.after_step_ratio(op.plan, self._last_mode)
+            self._last_mode = op.plan.mode
         # max(a, b) written out as b if b > a else a (its very comparison and choice):
         # builtin min/max parse their arguments through a tuple on every call in 3.11
         free = self._gpu_free
@@ -330,7 +337,7 @@ class SimEngine(Clients, EngineStretch):
         # stream an extend's first kernels trail the launch (CostModel.idle_lead_s)
         lead = now + self.cost.idle_lead_s(op.plan, op.part)
         work_from = free if free > lead else lead
-        end, issued = work_from + cost.total_s, now + issue
+        end, issued = work_from + gpu_s, now + issue
         if issued > end:
             end = issued
         self._gpu_free = end
@@ -566,6 +573,7 @@ class SimEngine(Clients, EngineStretch):
         the host's clock there)."""
         handle = SimHandle(plan, start, end, output)
         self._gpu_free = end
+        self._last_mode = plan.mode
         self._last_output = output
         self._cross_queue_pending = False
         self._in_flight = handle

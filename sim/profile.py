@@ -332,6 +332,34 @@ class ExtendSplit(BaseModel):
         return self
 
 
+class AfterStepRatios(BaseModel):
+    """An extend's device time right behind decode or verify steps, as a ratio to the extend
+    grid's time (which is timed behind the same extend), by extend tokens:
+    ``ratios[i]`` at ``tokens[i]`` (tokens strictly increasing, at least one point); read by
+    :meth:`at` (linear between points, end values outside).
+
+    Raises (pydantic ValidationError) on lengths that differ, an empty table, tokens that do
+    not increase, or a ratio outside 0.5-2 (a clock state moves a forward by percents)."""
+
+    model_config = _STRICT
+
+    tokens: list[AxisPoint]
+    ratios: list[Annotated[float, Field(ge=0.5, le=2.0, allow_inf_nan=False)]]
+
+    @model_validator(mode="after")
+    def _shape(self) -> AfterStepRatios:
+        if not self.tokens or len(self.tokens) != len(self.ratios):
+            raise ValueError(f"tokens and ratios need the same non-zero length, got {len(self.tokens)} and "
+                             f"{len(self.ratios)}")
+        if any(b <= a for a, b in zip(self.tokens, self.tokens[1:], strict=False)):
+            raise ValueError(f"tokens must increase strictly, got {self.tokens}")
+        return self
+
+    def at(self, tokens: float) -> float:
+        """The ratio at ``tokens`` (numpy.interp: linear, clamped to the end values)."""
+        return float(np.interp(tokens, self.tokens, self.ratios))
+
+
 class GpuProfile(BaseModel):
     """GPU seconds per forward (the schema every profile follows; all costs in seconds).
 
@@ -474,6 +502,16 @@ class GpuProfile(BaseModel):
         column's context + half a request's extend length.
     extend_attention_bucket: tokens C is rounded up to (``padded_max`` only; the
         runtime's CTX_ALIGN, runtime/kv_cache.py: 64).
+    extend_after_step: a pure extend's device time when the forward before it on the stream
+        was a decode step (``decode``) or a verify cycle (``verify``), as a ratio to the
+        extend grid's (timed behind the same extend back to back), by extend tokens. The
+        GPU's clock follows the power its recent work drew: dense extends back to back hold
+        an H100 at its power cap 3-9 % below the clock after lighter work
+        (docs/measurements/h100-v50.md), while on an H200 verify-sized work left the next
+        extend-sized stack x1.085 slower (docs/measurements/h200-v32.md); so it is measured
+        per GPU (runtime/profile_gpu.py ``extend_after_phase``), never assumed. An extend
+        after another extend or a mixed step, or with no such table, is priced by the grid
+        alone (sim/engine.py ``_launch``).
     extend_split: extends of several requests of unequal extend length, each timed whole
         as the extend grid's rows are (``padded_max`` only; ignored under ``ragged``): the
         end of one prompt and the start of the next in one chunk, as chunked prefill makes
@@ -540,6 +578,7 @@ class GpuProfile(BaseModel):
     extend_layout_len: int | None = Field(None, ge=1, le=10_000_000)
     extend_attention_bucket: int = Field(1, ge=1, le=1_000_000)
     extend_split: list[ExtendSplit] | None = None
+    extend_after_step: dict[Literal["decode", "verify"], AfterStepRatios] | None = None
     dp_attention_sync_s: Seconds = 0.0
     mixed_forward: Literal["one_extend", "extend_then_decode"] | None = None
 
