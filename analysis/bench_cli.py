@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from specsched.sim.atomic import file_above
+from specsched.sim.atomic import file_above, probe_writable
 from specsched.sim.cli_types import nonnegative_int, positive_int, seed_count
 from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.sglang_launch_args import same_setting
@@ -723,6 +723,10 @@ def cmd_validate_bench(args: argparse.Namespace) -> int:
         if blocker is not None:
             raise ConfigError("<command line>", "--out", args.out, f"{blocker} is a file: give a folder for the table "
                               "and the runs (validate writes validate.csv, measured/, predicted-seed*/ in it)")
+        try:   # a folder no file can be made in (read-only, /proc): before the runs too
+            probe_writable(o, args.out)
+        except OSError as e:
+            raise ConfigError("<command line>", "--out", args.out, f"cannot be written: {e.strerror}") from e
         own = o / "validate.csv"
         if own.is_file():   # specsched validate's appended table (cell, arm, metric, ...) was written over
             with open(own, encoding="utf-8", errors="replace") as f:

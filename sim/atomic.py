@@ -53,6 +53,29 @@ def file_above(path: str | Path) -> Path | None:
     return above if above is not None and not above.is_dir() else None
 
 
+def probe_writable(o: Path, given: str) -> None:
+    """Create and delete one temporary file in the folder the write of ``o`` starts in (its
+    nearest existing parent, where :func:`replace_dir` puts its lock and its new
+    folder): a read-only file system, a folder without write permission, or one where no
+    file can be made (``/proc``) is found before the run, not by the write after it. Nothing
+    is left behind.
+
+    Raises:
+        OSError: the file system's refusal, its ``filename`` ``given`` (the ``--out`` as the
+            user wrote it, not the probe's temporary name).
+    """
+    import tempfile
+
+    start = next((a for a in o.absolute().parents if a.exists()), None)
+    if start is None:
+        return
+    try:
+        with tempfile.TemporaryFile(dir=start, prefix=f".{o.name}.probe-"):
+            pass
+    except OSError as e:
+        raise type(e)(e.errno, e.strerror, given) from e
+
+
 def refuse_file_out(out: str, what: str, example: str) -> None:
     """Refuse, before the work that would write it, an ``--out`` that cannot be one file:
     a folder (the write after the work named a temporary file), or a path under a file

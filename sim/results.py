@@ -27,7 +27,13 @@ from typing import Any
 
 import numpy as np
 import yaml
-from specsched.sim.atomic import atomic_write, atomic_write_text, file_above, replace_dir  # noqa: F401  (re-exported)
+from specsched.sim.atomic import (  # noqa: F401  (re-exported)
+    atomic_write,
+    atomic_write_text,
+    file_above,
+    probe_writable,
+    replace_dir,
+)
 from specsched.sim.records import RunResult
 from specsched.sim.tables import Columns
 
@@ -261,31 +267,8 @@ def check_results_target(out_dir: str | Path) -> Path:
     if o.is_dir() and not (o / "summary.json").is_file() and any(o.iterdir()):
         raise FileExistsError(errno.ENOTEMPTY, "a folder with other content, not a results directory (no "
                                                "summary.json): not replaced; give a new or empty folder", str(out_dir))
-    _probe_writable(o, str(out_dir))
+    probe_writable(o, str(out_dir))
     return o
-
-
-def _probe_writable(o: Path, given: str) -> None:
-    """Create and delete one temporary file in the folder the write of ``o`` starts in (its
-    nearest existing parent, where :func:`sim.atomic.replace_dir` puts its lock and its new
-    folder): a read-only file system, a folder without write permission, or one where no
-    file can be made (``/proc``) is found before the run, not by the write after it. Nothing
-    is left behind.
-
-    Raises:
-        OSError: the file system's refusal, its ``filename`` ``given`` (the ``--out`` as the
-            user wrote it, not the probe's temporary name).
-    """
-    import tempfile
-
-    start = next((a for a in o.absolute().parents if a.exists()), None)
-    if start is None:
-        return
-    try:
-        with tempfile.TemporaryFile(dir=start, prefix=f".{o.name}.probe-"):
-            pass
-    except OSError as e:
-        raise type(e)(e.errno, e.strerror, given) from e
 
 
 def write_results(result: RunResult, out_dir: str | Path, fmt: str = "parquet",

@@ -3,6 +3,7 @@ the value and what is allowed, exit status 2, no usage block and no traceback.""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -537,3 +538,20 @@ def test_a_run_past_the_full_records_says_why_its_peak_output_throughput_is_na(t
     assert main(["run", "poisson8b-fixed", "--set", "workload.num_requests=100", "--out", str(tmp_path / "small")]) == 0
     cap = capsys.readouterr()
     assert "n/a" not in cap.out.split("Peak output token throughput")[1].splitlines()[0] and "compact" not in cap.err
+
+
+def test_validate_measured_refuses_an_out_no_file_can_be_made_in_before_its_runs(tmp_path, monkeypatch, capsys):
+    """``validate --measured F --out /proc/x`` ran every seed and printed its notes, then ended
+    with "cannot use /proc/x" naming no option. Now refused before the runs, naming --out."""
+    monkeypatch.chdir(tmp_path)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    if os.access(ro, os.W_OK):   # root writes anywhere: /proc refuses every user
+        ro = Path("/proc")
+    line = str(ROOT / "tests" / "data" / "bench" / "sglang-0.5.10.jsonl")
+    assert main(["validate", "--measured", f"{line}:1", "--profile", "h200-1b", "--out", str(ro / "v")]) == 2
+    cap = capsys.readouterr()
+    err = cap.err.strip()
+    assert err.startswith("specsched: error: <command line>: --out = ") and "cannot be written" in err, err
+    assert len(err.splitlines()) == 1 and "seed" not in cap.out.lower() and not (ro / "v").exists()
