@@ -68,6 +68,7 @@ from typing import Any
 
 import numpy as np
 from specsched.analysis.bench_cli import add_agentic_options, agentic_args
+from specsched.analysis.factor_fit import JAC_STEP, CapReached, LogFactorFit
 from specsched.sim.atomic import refuse_file_out
 from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.host_speed import HOST_TABLES, SCALED_TERMS
@@ -128,9 +129,6 @@ line's millisecond figures carry three decimals, 0.1 % of a 1 ms ITL."""
 EFFICIENCY_PREFIX = "analytic.efficiency."
 """Parameters ``analytic.efficiency.<name>`` multiply an analytic profile's efficiency factor
 and rebuild its grids from it."""
-FACTOR_RANGE = (0.1, 10.0)
-JAC_STEP = 0.1
-"""Finite-difference step of the fit's Jacobian, in log factor (about 10 %)."""
 SCAN_SD = 2.5
 """Half-width of the start scan (:func:`fit`) in prior standard deviations: a factor the prior
 makes e^-3 as probable as the profile's (host, SD 0.3: x0.47..x2.12)."""
@@ -817,31 +815,6 @@ class FitResult:
         return 100.0 * math.sqrt(max(float(g[ok] @ self.cov[np.ix_(ok, ok)] @ g[ok]), 0.0))
 
 
-def covariance(jac: np.ndarray, resid: np.ndarray, groups: Sequence[str] | None = None) -> np.ndarray | None:
-    """Covariance of least-squares parameters (``jac`` n x p, ``resid`` n) from the scatter
-    the residuals leave: each group's (``groups[i]`` names residual i's metric) own variance
-    s_g^2 = sum over the group of r^2 / (n_g (n - p) / n), through the sandwich
-    (J^T J)^+ J^T diag(s^2) J (J^T J)^+: a metric that scatters more (a median TTFT of a few
-    hundred requests) than another (a median ITL) does not lend its scatter to the parameters
-    the other pins. One group = Gauss-Newton's s^2 (J^T J)^+. None when n <= p."""
-    n, p = jac.shape
-    if n <= p:
-        return None
-    groups = list(groups) if groups is not None else [""] * n
-    r2 = resid ** 2
-    var = np.empty(n)
-    for g in set(groups):
-        idx = np.array([k == g for k in groups])
-        var[idx] = r2[idx].sum() / (idx.sum() * (n - p) / n)
-    a = np.linalg.pinv(jac.T @ jac)
-    cov = a @ (jac.T * var) @ jac @ a
-    dead = np.linalg.norm(jac, axis=0) < 1e-12   # a parameter no residual moves: not pinned at all
-    cov[dead, :] = 0.0
-    cov[:, dead] = 0.0
-    cov[dead, dead] = np.inf
-    return cov
-
-
 def _terms(cases: list[FitCase], preds: list[dict[str, Any]], metrics: Sequence[str]) -> list[float]:
     out = []
     for c, p in zip(cases, preds, strict=True):
@@ -1187,9 +1160,9 @@ def fit(cases: list[FitCase], profile: Any, params: Sequence[str], *, seeds: int
         metrics: Sequence[str] = FIT_METRICS, log_samples: Any = None, max_evals: int = 60,
         progress: Any = None, prior_sd: dict[str, float] | None = None,
         noise: dict[str, float] | None = None, jobs: int = 1) -> FitResult:
-    """Least squares (scipy ``least_squares``, trust region, forward differences of
-    :data:`JAC_STEP` in log space) on the log factors of ``params``; residuals are the log ratios of
-    predicted to measured metrics (module docstring).
+    """Least squares (:class:`analysis.factor_fit.LogFactorFit`: scipy ``least_squares``, trust
+    region, forward differences of :data:`JAC_STEP` in log space) on the log factors of ``params``;
+    residuals are the log ratios of predicted to measured metrics (module docstring).
 
     Starts: the profile, and the best point of a coarse scan (:func:`scan_grid` factors over
     +-:data:`SCAN_SD` prior standard deviations, or +-:data:`SCAN_NO_PRIOR` without a prior)
@@ -1252,64 +1225,56 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
          metrics: Sequence[str], log_samples: Any, max_evals: int, progress: Any,
          prior_sd: dict[str, float] | None, noise: dict[str, float] | None) -> FitResult:
     """:func:`fit`'s work, its simulations through ``simulate`` (:func:`_simulator`)."""
-    from scipy.optimize import least_squares
     from specsched.analysis.bench_cli import mean_summary
 
     server = cases[0].scenario.server
-    lo, hi = (math.log(x) for x in FACTOR_RANGE)
-    cache: dict[tuple[float, ...], tuple[np.ndarray, list[dict[str, Any]], np.ndarray]] = {}
-    points: dict[tuple[float, ...], np.ndarray] = {}   # the log factors of each evaluation
-    # progress reports the loss the fit compares points by (loss() below), which needs the
-    # residuals' weights: the first evaluation, which sets them, is reported once they are known
-    weights: dict[str, np.ndarray] = {}
-    unreported: list[tuple[int, tuple[float, ...]]] = []
+    # each point's predictions and server-log residuals, by LogFactorFit.key
+    predicted: dict[tuple[float, ...], tuple[list[dict[str, Any]], np.ndarray]] = {}
+    # progress reports the loss the fit compares points by, which needs the residuals'
+    # weights: the first evaluation, which sets them, is reported once they are known
+    unreported: list[tuple[int, np.ndarray]] = []
     interrupted: list[str] = []   # Ctrl-C or SIGTERM during an evaluation: the fit ends at the best point so far
 
-    def report(i: int, key: tuple[float, ...]) -> None:
-        if not weights:
-            unreported.append((i, key))
+    def report(i: int, z: np.ndarray) -> None:
+        if lsq.scale is None:
+            unreported.append((i, z))
             return
-        r, z = cache[key][0], points[key]
-        n = len(weights["scale"])
-        prior_terms = (z / weights["prior"])[np.isfinite(weights["prior"])]
-        progress(i, float(np.sum((r[:n] / weights["scale"]) ** 2) + np.sum(r[n:] ** 2) + np.sum(prior_terms ** 2)),
-                 np.exp(z))
+        progress(i, lsq.loss(z), np.exp(z))
 
-    def evaluate(z: np.ndarray, runs: list[list[dict[str, Any]]] | None = None
-                 ) -> tuple[np.ndarray, list[dict[str, Any]], np.ndarray]:
-        key = tuple(np.round(z, 12))
-        if key not in cache:
-            if len(cache) >= max_evals or interrupted:   # a hard cap: scipy's max_nfev counts neither the Jacobian's nor the scan's
-                raise _CapReached
-            factors = tuple(np.exp(z).tolist())
-            prof = scale_profile(profile, dict(zip(params, factors, strict=True)))
-            if runs is None:
-                _INTERRUPTS.defer = False   # a signal now stops the simulation at once
-                try:
-                    if _INTERRUPTS.received:   # received between evaluations (_Interrupts)
-                        raise Terminated(_INTERRUPTS.received)
-                    runs = simulate(factors, prof, case_seeds)
-                except KeyboardInterrupt as e:
-                    # a long fit stopped by hand (or by a job scheduler's or `timeout`'s
-                    # SIGTERM: sigterm_interrupts) keeps what it found, as the cap does;
-                    # before its first point there is nothing to keep (raised on)
-                    if not cache:
-                        raise
-                    interrupted.append(e.args[0] if isinstance(e, Terminated) and e.args else "Ctrl-C")
-                    raise _CapReached from None
-                finally:
-                    _INTERRUPTS.defer = bool(cache)
-            points[key] = np.array(z, dtype=float)
-            preds = [mean_summary(r[:seeds]) for r in runs]
-            lr = _log_residuals(log_samples, prof, server)
-            cache[key] = (np.r_[_terms(cases, preds, metrics), lr], preds, lr)
-            _INTERRUPTS.defer = True   # a point to keep: a signal between evaluations waits for the next one
-            if progress is not None:
-                report(len(cache), key)
-        return cache[key]
+    def residuals(z: np.ndarray, runs: list[list[dict[str, Any]]] | None = None) -> np.ndarray:
+        if interrupted:
+            raise CapReached
+        factors = tuple(np.exp(z).tolist())
+        prof = scale_profile(profile, dict(zip(params, factors, strict=True)))
+        if runs is None:
+            _INTERRUPTS.defer = False   # a signal now stops the simulation at once
+            try:
+                if _INTERRUPTS.received:   # received between evaluations (_Interrupts)
+                    raise Terminated(_INTERRUPTS.received)
+                runs = simulate(factors, prof, case_seeds)
+            except KeyboardInterrupt as e:
+                # a long fit stopped by hand (or by a job scheduler's or `timeout`'s
+                # SIGTERM: sigterm_interrupts) keeps what it found, as the cap does;
+                # before its first point there is nothing to keep (raised on)
+                if not lsq.evaluated:
+                    raise
+                interrupted.append(e.args[0] if isinstance(e, Terminated) and e.args else "Ctrl-C")
+                raise CapReached from None
+            finally:
+                _INTERRUPTS.defer = bool(lsq.evaluated)
+        preds = [mean_summary(r[:seeds]) for r in runs]
+        lr = _log_residuals(log_samples, prof, server)
+        predicted[lsq.key(z)] = (preds, lr)
+        return np.r_[_terms(cases, preds, metrics), lr]
+
+    def evaluated(count: int, z: np.ndarray) -> None:
+        _INTERRUPTS.defer = True   # a point to keep: a signal between evaluations waits for the next one
+        if progress is not None:
+            report(count, z)
 
     term_metrics = _term_metrics(cases, metrics)
     prior = np.array([(prior_sd or {}).get(p, math.inf) for p in params])
+    lsq = LogFactorFit(residuals, prior, max_evals, on_new=evaluated)
     z0 = np.zeros(len(params))
     weighed = bool(np.isfinite(prior).any())
     # at the profile, the seeds the scatter needs (the first ``seeds`` of them are the
@@ -1319,7 +1284,8 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
     # a case whose seeds gave the same figures draws nothing (plain decoding of replayed
     # arrivals and lengths): one seed is its mean at every evaluation, exactly
     case_seeds = [1 if len(r) > 1 and all(_same(r[0], x, metrics) for x in r[1:]) else seeds for r in runs0]
-    r0, before, lr0 = evaluate(z0, runs0)
+    r0 = lsq.residuals(z0, runs0)
+    before, lr0 = predicted[lsq.key(z0)]
     noise = dict(noise or {})
     if weighed:
         # each residual over its own standard error (residual_noise): the runs' spread at
@@ -1339,40 +1305,15 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
             if se > scale[i]:
                 scale[i] = se
                 wider.append(f"{label} {se:.3f}")
-    weights.update(scale=scale, prior=prior)
-    for i, key in unreported:
-        report(i, key)
+    lsq.scale = np.r_[scale, np.ones(len(lr0))]   # the server log's term is its mean squared error as it is
+    for i, z in unreported:
+        report(i, z)
     # one run's randomness as the simulator has it (its seed scatter with the run's own
     # arrivals and lengths, and the seed mean's): what a run's residual after the fit is
     # judged against (unexplained_runs). Not the measured spread between runs at one load:
     # an outlier among them would widen it and hide itself
     scatter = seed_scatter(runs0, sorted(set(term_metrics)))
     own_se = {m: sd * math.sqrt(1 + 1 / max(seeds, 1)) for m, sd in scatter.items()}
-
-    def objective(z: np.ndarray) -> np.ndarray:
-        r = evaluate(z)[0]
-        n = len(scale)
-        return np.r_[r[:n] / scale, r[n:], (z / prior)[np.isfinite(prior)]]
-
-    def jac(z: np.ndarray) -> np.ndarray:
-        # forward differences over 10 % in log space: wide enough to step over the jitter a
-        # discrete-event prediction has at a fixed seed set (a 0.1 % step measures that jitter)
-        r = evaluate(z)[0]
-        cols = []
-        for i in range(len(z)):
-            dz = np.zeros_like(z)
-            dz[i] = JAC_STEP if z[i] + JAC_STEP <= hi else -JAC_STEP
-            cols.append((evaluate(z + dz)[0] - r) / dz[i])
-        return np.column_stack(cols)
-
-    def objective_jac(z: np.ndarray) -> np.ndarray:
-        j = jac(z)
-        n = len(scale)
-        rows = np.diag(1.0 / prior)[np.isfinite(prior)]
-        return np.r_[j[:n] / scale[:, None], j[n:], rows]
-
-    def loss(z: np.ndarray) -> float:
-        return float(np.sum(objective(z) ** 2))
 
     # the start: a coarse scan of each parameter the prior lets move further than the local
     # fit's step can see (the widest first, the others held at the best so far). A slower
@@ -1390,10 +1331,10 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
             grid = []
             for v in scan_grid(half[i]):
                 z = start.copy()
-                z[i] = float(np.clip(v, lo, hi))
-                grid.append((loss(z), abs(z[i]), z))
+                z[i] = float(np.clip(v, *lsq.bounds))
+                grid.append((lsq.loss(z), abs(z[i]), z))
             start = min(grid, key=lambda t: t[:2])[2]   # a tie: the factor nearest the profile's
-    except _CapReached:
+    except CapReached:
         capped = "fit"
     # a local fit from the profile and one from the scan's best: the objective has steps (a
     # run whose decode turns host-paced moves its ITL at once), and a start past one sees
@@ -1404,30 +1345,28 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
     ends = []
     for s in ([] if capped else [z0, start] if np.any(start != z0) else [z0]):
         try:
-            res = least_squares(objective, s, jac=objective_jac, bounds=(lo, hi), max_nfev=max_evals,
-                                x_scale=1.0, xtol=1e-3, ftol=1e-3)
-        except _CapReached:
+            end, out_of_evals = lsq.solve(s, xtol=1e-3, ftol=1e-3)
+        except CapReached:
             capped = "fit"
             break
-        if res.status == 0:   # its own count of evaluations ran out
+        if out_of_evals:
             capped = "fit"
-        ends += [(loss(res.x), res.x), (loss(s), s)]
+        ends += [(lsq.loss(end), end), (lsq.loss(s), s)]
     if interrupted:
         capped = "interrupted"
-    if capped:   # the best point evaluated, whichever stage it came from
-        ends = [(loss(points[k]), points[k]) for k in cache]
-    z = min(ends, key=lambda t: t[0])[1]
-    r1, after, lr1 = evaluate(z)
+    # capped: the best point evaluated, whichever stage it came from
+    z = lsq.best() if capped else min(ends, key=lambda t: t[0])[1]
+    r1 = lsq.residuals(z)
+    after, lr1 = predicted[lsq.key(z)]
     cov = None
-    if len(r1) > len(params):   # else no covariance whatever the Jacobian (:func:`covariance`)
-        try:
-            cov = covariance(jac(z), r1, term_metrics + ["server log"] * len(lr1))
-        except _CapReached:
-            capped = capped or ("interrupted" if interrupted else "covariance")
+    try:
+        cov = lsq.covariance(z, term_metrics + ["server log"] * len(lr1))
+    except CapReached:
+        capped = capped or ("interrupted" if interrupted else "covariance")
     factors = dict(zip(params, np.exp(z).tolist(), strict=True))
     has_log = log_samples is not None and len(log_samples) > 0
     return FitResult(factors, scale_profile(profile, factors), before, after, float(np.sum(r0 ** 2)),
-                     float(np.sum(r1 ** 2)), len(cache), float(np.sum(lr0 ** 2)) if has_log else None,
+                     float(np.sum(r1 ** 2)), len(lsq.evaluated), float(np.sum(lr0 ** 2)) if has_log else None,
                      float(np.sum(lr1 ** 2)) if has_log else None,
                      prior_sd={p: float(v) for p, v in zip(params, prior, strict=True) if math.isfinite(v)},
                      noise=noise if np.isfinite(prior).any() or noise else {}, sampled=wider,
@@ -1438,11 +1377,7 @@ def _fit(cases: list[FitCase], profile: Any, params: Sequence[str], simulate: An
                                                            else "the fit was interrupted" if capped == "interrupted"
                                                            else None)),
                      max_evals=max_evals, capped=capped, interrupted_by=interrupted[0] if interrupted else "Ctrl-C",
-                     objective_before=loss(z0) if weighed else None, objective_after=loss(z) if weighed else None)
-
-
-class _CapReached(Exception):
-    """The fit asked for one evaluation more than ``max_evals`` (:func:`_fit`)."""
+                     objective_before=lsq.loss(z0) if weighed else None, objective_after=lsq.loss(z) if weighed else None)
 
 
 def unexplained_runs(labels: Sequence[str], resid: np.ndarray, term_metrics: Sequence[str],

@@ -25,14 +25,17 @@ speculative server's steps priced as verifies of the window at the logged accept
 These stay at the profile's values, said in the report and in the fitted profile's
 provenance; naming one in ``--params`` is refused.
 
-The fit is least squares on the log factors (scipy ``least_squares``, forward differences of
-:data:`analysis.calibrate_bench.JAC_STEP`) of log(predicted / logged) step time per sample.
+The fit is least squares on the log factors (:class:`analysis.factor_fit.LogFactorFit`, the
+core of the fit with runs too: scipy ``least_squares``, forward differences of
+:data:`analysis.factor_fit.JAC_STEP`) of log(predicted / logged) step time per sample.
 With a prior (``--prior``, default :data:`analysis.calibrate_bench.PRIOR_SD`'s ``decode``)
 each sample's error is divided by the samples' scatter about their mean error at the profile
 (one sample's noise: a factor moves every GPU-paced step's log error alike, so the scatter is
 the factor's to leave), plus log(factor) / sd: the most probable factor given the log and
 the profile. Pricing a log is a cost model lookup per distinct step, no simulation: an
-evaluation takes milliseconds to about a second for a day's log.
+evaluation takes milliseconds to about a second for a day's log, so the search runs to tighter
+tolerances than the fit with runs, and the fit is the best point evaluated, a Jacobian's step
+included.
 """
 
 from __future__ import annotations
@@ -47,18 +50,14 @@ from typing import Any
 
 import numpy as np
 from specsched.analysis.calibrate_bench import (
-    FACTOR_RANGE,
     GROUPS,
-    JAC_STEP,
     LOG_ONLY_DEFAULT,
     LOG_ONLY_PARAMS,
     NOISE_FLOOR,
     FitCase,
     FitResult,
-    _CapReached,
     _log_residuals,
     cases_from_runs,
-    covariance,
     format_fit_table,
     input_name,
     parse_prior,
@@ -66,6 +65,7 @@ from specsched.analysis.calibrate_bench import (
     terminal_width,
     write_profile,
 )
+from specsched.analysis.factor_fit import CapReached, LogFactorFit
 from specsched.sim.errors import ConfigError
 
 NOT_FROM_LOGS = {
@@ -161,77 +161,47 @@ def fit_log(samples: Any, profile: Any, params: Sequence[str], server: Any, *, p
             evaluated is kept and :attr:`FitResult.capped` says so).
         progress: callable(eval index, objective, factors) or None.
     """
-    from scipy.optimize import least_squares
-
     n = len(samples)
-    lo, hi = (math.log(x) for x in FACTOR_RANGE)
     prior = np.array([(prior_sd or {}).get(p, math.inf) for p in params])
     weighed = bool(np.isfinite(prior).any())
-    cache: dict[tuple[float, ...], tuple[np.ndarray, np.ndarray]] = {}
-
-    def errors(z: np.ndarray) -> np.ndarray:
-        key = tuple(np.round(z, 12))
-        if key not in cache:
-            if len(cache) >= max_evals:
-                raise _CapReached
-            prof = scale_profile(profile, dict(zip(params, np.exp(z).tolist(), strict=True)))
-            cache[key] = (np.array(z, dtype=float), _step_errors(samples, prof, server))
-            if progress is not None:
-                progress(len(cache), loss(z), np.exp(z))
-        return cache[key][1]
-
-    z0 = np.zeros(len(params))
     sigma = 1.0
     if weighed:
         # one sample's noise: the scatter of the errors about their mean at the profile (a
         # factor moves every GPU-paced step's log error alike, leaving the scatter)
         at_profile = _step_errors(samples, scale_profile(profile, dict.fromkeys(params, 1.0)), server)
         sigma = max(float(np.std(at_profile, ddof=1)) if n > 1 else 0.0, NOISE_FLOOR)
-    scale = sigma if weighed else math.sqrt(n)
 
-    def objective(z: np.ndarray) -> np.ndarray:
-        return np.r_[errors(z) / scale, (z / prior)[np.isfinite(prior)]]
+    def errors(z: np.ndarray) -> np.ndarray:
+        return _step_errors(samples, scale_profile(profile, dict(zip(params, np.exp(z).tolist(), strict=True))), server)
 
-    def loss(z: np.ndarray) -> float:
-        r = cache[tuple(np.round(z, 12))][1]
-        return float(np.sum((r / scale) ** 2) + np.sum(((z / prior)[np.isfinite(prior)]) ** 2))
+    def evaluated(count: int, z: np.ndarray) -> None:
+        progress(count, lsq.loss(z), np.exp(z))
 
-    def jac(z: np.ndarray) -> np.ndarray:
-        r = errors(z)
-        cols = []
-        for i in range(len(z)):
-            dz = np.zeros_like(z)
-            dz[i] = JAC_STEP if z[i] + JAC_STEP <= hi else -JAC_STEP
-            cols.append((errors(z + dz) - r) / dz[i])
-        return np.column_stack(cols)
-
-    def objective_jac(z: np.ndarray) -> np.ndarray:
-        return np.r_[jac(z) / scale, np.diag(1.0 / prior)[np.isfinite(prior)]]
-
-    r0 = errors(z0)
+    lsq = LogFactorFit(errors, prior, max_evals, scale=sigma if weighed else math.sqrt(n),
+                       on_new=evaluated if progress is not None else None)
+    z0 = np.zeros(len(params))
+    r0 = lsq.residuals(z0)
     capped = ""
     try:
-        res = least_squares(objective, z0, jac=objective_jac, bounds=(lo, hi), max_nfev=max_evals, x_scale=1.0,
-                            xtol=1e-4, ftol=1e-6)
-        if res.status == 0:
+        if lsq.solve(z0, xtol=1e-4, ftol=1e-6)[1]:
             capped = "fit"
-    except _CapReached:
+    except CapReached:
         capped = "fit"
-    best = min(cache.values(), key=lambda t: loss(t[0]))[0]
-    r1 = errors(best)
+    best = lsq.best()   # the best point evaluated, a Jacobian's step included
+    r1 = lsq.residuals(best)
     cov = None
-    if n > len(params):
-        try:
-            cov = covariance(jac(best), r1)
-        except _CapReached:
-            capped = capped or "covariance"
+    try:
+        cov = lsq.covariance(best)
+    except CapReached:
+        capped = capped or "covariance"
     factors = dict(zip(params, np.exp(best).tolist(), strict=True))
     msle0, msle1 = float(np.mean(r0 ** 2)), float(np.mean(r1 ** 2))
-    return FitResult(factors, scale_profile(profile, factors), [], [], msle0, msle1, len(cache), msle0, msle1,
+    return FitResult(factors, scale_profile(profile, factors), [], [], msle0, msle1, len(lsq.evaluated), msle0, msle1,
                      prior_sd={p: float(v) for p, v in zip(params, prior, strict=True) if math.isfinite(v)},
                      noise={"server-log decode step": sigma} if weighed else {}, cov=cov, figures=n,
                      max_evals=max_evals, capped=capped,
-                     objective_before=loss(z0) if weighed else None, objective_after=loss(best) if weighed else None)
+                     objective_before=lsq.loss(z0) if weighed else None,
+                     objective_after=lsq.loss(best) if weighed else None)
 
 
 def _band(b: float) -> str:

@@ -369,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     if res.cov is not None:
         se = res.factor_se_pct()
         lines += ["", "Fit uncertainty: the factors' standard errors from the residual scatter the fit set leaves "
-                  "(each metric's own scatter through the fit's Jacobian: analysis.calibrate_bench.covariance): "
+                  "(each metric's own scatter through the fit's Jacobian: analysis.factor_fit.covariance): "
                   + ", ".join(f"{k} +-{v:.1f} %" if math.isfinite(v) else f"{k} +-n/a (no fitted figure moves it)"
                               for k, v in se.items())
                   + "; carried to each held-out figure through its elasticities (sqrt(g^T cov g)). A held-out error "

@@ -643,7 +643,7 @@ def test_idle_lead_group_scales_the_scalar_and_the_one_dimensional_table():
 @given(st.integers(0, 10_000), st.integers(4, 12), st.integers(1, 3))
 def test_invariant_one_group_covariance_is_gauss_newton(seed, n, p):
     """Invariant: with one residual group the covariance is s^2 (J^T J)^-1, s^2 = r.r / (n - p)."""
-    from specsched.analysis.calibrate_bench import covariance
+    from specsched.analysis.factor_fit import covariance
 
     rng = np.random.default_rng(seed)
     jac, r = rng.normal(size=(n, p)) + np.eye(n, p) * 3, rng.normal(size=n)
@@ -653,7 +653,8 @@ def test_invariant_one_group_covariance_is_gauss_newton(seed, n, p):
 
 
 def test_a_noisy_metric_does_not_lend_its_scatter_and_an_unmoved_parameter_is_not_pinned():
-    from specsched.analysis.calibrate_bench import FitResult, covariance
+    from specsched.analysis.calibrate_bench import FitResult
+    from specsched.analysis.factor_fit import covariance
 
     # parameter a moves only the quiet metric (ITL-like), b only the noisy one (TTFT-like); c nothing
     jac = np.array([[1.0, 0, 0], [1.0, 0, 0], [1.0, 0, 0], [0, 0.5, 0], [0, 0.5, 0], [0, 0.5, 0]])
@@ -672,7 +673,8 @@ def test_the_fit_says_which_factors_the_runs_could_not_identify():
     the fitted figures alike are reported as not separable, a factor pinned to tens of
     percent or not moved at all as not identified, and nothing is said where every factor is
     pinned apart."""
-    from specsched.analysis.calibrate_bench import COLLINEAR, UNPINNED_SE, FitResult, covariance
+    from specsched.analysis.calibrate_bench import COLLINEAR, UNPINNED_SE, FitResult
+    from specsched.analysis.factor_fit import covariance
 
     rng = np.random.default_rng(0)
     r = rng.normal(0, 0.02, 6)
