@@ -659,6 +659,9 @@ class FitResult:
     the fit's Jacobian there; None when there are no more residuals than parameters."""
     figures: int | None = None
     """Fitted figures (residuals, the server log's steps included; the prior's not)."""
+    log_only: bool = False
+    """Fitted to server logs alone (:func:`analysis.calibrate_log.fit_log`): the fitted figures
+    are the logs' pure-decode steps, not runs (:meth:`identifiability` asks for more of those)."""
     unexplained: list[str] = field(default_factory=list)
     """Lines naming fitted figures left far outside one run's randomness (:func:`unexplained_runs`)."""
     max_evals: int | None = None
@@ -770,7 +773,8 @@ class FitResult:
         profile's provenance (empty: every factor pinned):
 
         - no covariance (as many fitted figures as factors, or fewer: :attr:`figures`):
-          nothing is left to tell how well any factor is pinned;
+          nothing is left to tell how well any factor is pinned (the line asks for runs at
+          more loads, or, :attr:`log_only`, for more of the log's decode lines);
         - a factor whose standard error exceeds :data:`UNPINNED_SE`, or that no fitted
           figure moves: the runs leave it free (with a prior, the prior set it);
         - two factors whose estimates correlate beyond :data:`COLLINEAR`: the runs move
@@ -783,8 +787,10 @@ class FitResult:
             return []   # the cap, not the runs, left no covariance: :meth:`stopped` says so
         if self.cov is None:
             have = f"{self.figures} fitted figure(s)" if self.figures is not None else "no more fitted figures than factors"
+            more = ("give a log with more pure-decode 'Decode batch' lines (decode batches at more #running-req sizes)"
+                    if self.log_only else "give runs at more loads")
             return [f"not identified: {have} for {len(names)} factor(s) ({', '.join(names)}): nothing left to judge "
-                    "how well each is pinned; give runs at more loads or fit fewer --params"]
+                    f"how well each is pinned; {more} or fit fewer --params"]
         out = []
         se = self.factor_se_pct()
         for k in names:

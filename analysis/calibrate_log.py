@@ -148,7 +148,8 @@ def fit_log(samples: Any, profile: Any, params: Sequence[str], server: Any, *, p
             max_evals: int = 60, progress: Any = None) -> FitResult:
     """Least squares of the log factors of ``params`` on the samples' step-time errors
     (module docstring); the result as a fit with runs gives it, with no run (``before`` and
-    ``after`` empty) and the log's mean squared log error as both the loss and the log term.
+    ``after`` empty), the log's mean squared log error as both the loss and the log term, and
+    :attr:`FitResult.log_only` set.
 
     Args:
         samples: :func:`analysis.server_log.decode_step_samples` of the logs, at least one.
@@ -199,7 +200,7 @@ def fit_log(samples: Any, profile: Any, params: Sequence[str], server: Any, *, p
     return FitResult(factors, scale_profile(profile, factors), [], [], msle0, msle1, len(lsq.evaluated), msle0, msle1,
                      prior_sd={p: float(v) for p, v in zip(params, prior, strict=True) if math.isfinite(v)},
                      noise={"server-log decode step": sigma} if weighed else {}, cov=cov, figures=n,
-                     max_evals=max_evals, capped=capped,
+                     max_evals=max_evals, capped=capped, log_only=True,
                      objective_before=lsq.loss(z0) if weighed else None,
                      objective_after=lsq.loss(best) if weighed else None)
 

@@ -167,6 +167,18 @@ def test_server_log_without_runs_is_the_log_only_fit(tmp_path, capsys, monkeypat
     assert "server log sglang-0.5.23-launch.log alone (2 pure-decode steps" in prov
 
 
+def test_a_log_too_short_to_judge_the_factor_asks_for_more_decode_lines_not_runs(tmp_path, capsys, monkeypatch):
+    """A log with one pure-decode step for one factor leaves nothing to judge how well it is
+    pinned: the report asks for a log with more decode lines, which a log-only fit can use (it
+    asked for "runs at more loads", of which it has none)."""
+    monkeypatch.chdir(tmp_path)
+    log = str(ROOT / "tests" / "data" / "logs" / "sglang-0.4.6-eagle.log")
+    assert main(["calibrate", "--from", log, "--profile", "h200-1b", "--out", "f.yaml"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("not identified")]
+    assert line.startswith("not identified: 1 fitted figure(s) for 1 factor(s) (decode)"), line
+    assert "give a log with more pure-decode 'Decode batch' lines" in line and "runs" not in line
+
+
 def test_a_profile_fitted_to_logs_alone_is_still_said_to_be_an_analytic_estimate():
     """Decode lines fit the decode step only: prefill and host stay the roofline's. Its
     provenance under calibrate.from (the key of a fit to measured runs) dropped the run's
