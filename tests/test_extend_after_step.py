@@ -12,11 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 from specsched.sim.cost_model import CostModel
-from specsched.sim.engine import run_scenario
+from specsched.sim.engine import SimEngine, run_scenario
 from specsched.sim.plan import BatchPlan, ForwardMode
 from specsched.sim.profile import AfterStepRatios
 
 from tests.conftest import make_scenario, tiny_profile
+from tests.test_sim_speed_equivalence import assert_same_run
 
 PLAIN = {"speculative_algorithm": "none", "speculative_num_draft_tokens": 1}
 
@@ -133,3 +134,17 @@ def test_profiler_times_each_extend_behind_decode_then_verify_steps(monkeypatch)
     ph.extend_lead_s = 0.0   # no lead: nothing timed, no table
     ph.extend_after_phase()
     assert ph.after_step == {}
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rate=st.sampled_from([30.0, 300.0]), n=st.integers(2, 14), spec=st.booleans(),
+       decode=st.floats(0.6, 1.4), verify=st.floats(0.6, 1.4))
+def test_invariant_collapsed_stretches_keep_the_last_forward(rate, n, spec, decode, verify):
+    """INV: the run with collapsed decode stretches equals the step-by-step run under any
+    ratios: a stretch leaves its last forward (decode or verify) as the one an extend after
+    it follows (sim/engine.py ``_stretch_applied``)."""
+    sc = make_scenario({} if spec else PLAIN, {"kind": "poisson", "request_rate": rate, "num_requests": n})
+    prof = _profile({"decode": decode, "verify": verify})
+    # times to 1e-12: the collapsed timelines add the same durations in another order
+    assert_same_run(SimEngine(sc, prof, fast_forward=False).run(), SimEngine(sc, prof, fast_forward=True).run(),
+                    rel=1e-12)
