@@ -60,6 +60,8 @@ def test_profile_validates_with_the_requested_axes(prof: dict) -> None:
     assert (p.gpu.extend_attention, p.gpu.extend_layout_len, p.gpu.extend_attention_bucket) == ("padded_max", 1024, 64)
     # and its mixed steps run the extend, then the running rows' decode (runtime/engine.py)
     assert p.gpu.mixed_forward == "extend_then_decode" and "_launch_call" in p.provenance["gpu.mixed_forward"]
+    # no clock state to carry on a CPU: no extend-after-step table, and the provenance says why
+    assert p.gpu.extend_after_step is None and "CPU profile" in p.provenance["gpu.extend_after_step"]
     # the grids' columns (multiples of 64) ran attention over round_up(c + W, 64)
     assert p.gpu.attention_grid_align == 64 and "round_up" in p.provenance["gpu.attention_grid_align"]
     assert p.gpu.eager_factor >= 1.0
