@@ -546,8 +546,9 @@ class GpuPhases(Harness):
 
     def extend_after_phase(self) -> None:
         """Extends timed right behind decode steps and behind verify cycles
-        (``gpu.extend_after_step``): for each ``--extend-tokens`` count at prefix 0, the
-        extend behind :attr:`extend_lead_s` of graph-replayed decode steps, then of spec
+        (``gpu.extend_after_step``): for each ``--extend-tokens`` count, the extend grid's
+        point of the first column (prefix 0, or the small prefix that puts a short extend on
+        the column, as :meth:`extend_phase` lays it out) behind :attr:`extend_lead_s` of graph-replayed decode steps, then of spec
         cycles, at batch :attr:`tile_bs` and the middle grid context; each as a ratio to the
         extend grid's own point (timed behind itself, :meth:`_behind_same`).
 
@@ -575,11 +576,14 @@ class GpuPhases(Harness):
                            f"({leads['spec'][1] * 1e3:.3f} ms each) at batch {b}, every request at {ctx} tokens")
         for t in self.after_tokens:
             i = self.ext_x.index(t)
-            lens, _ = extend_layout(t, self.ext_cols[0], self.prompt)
+            # the grid point's own layout (its prefix puts a short extend on the column)
+            lens, p = extend_layout(t, self.ext_cols[0], self.prompt)
+            pre = [p] * len(lens)
             with self.dev.use("forward"):
                 ext_rows = [r.add_request() for _ in lens]
+                if p:
+                    r.pool.reserve(ext_rows, pre)
             toks = torch.randint(0, self.cfg.vocab_size - 1, (t,), generator=self.gen)
-            pre = [0] * len(lens)
 
             def ext(ext_rows=ext_rows, pre=pre, lens=lens, toks=toks) -> None:
                 r.extend(ext_rows, pre, lens, toks)

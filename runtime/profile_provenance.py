@@ -201,10 +201,11 @@ class Provenance:
         pts = "; ".join(f"after {kind}: " + ", ".join(f"{t} tok x{r:.3f}" for t, r in p)
                         for kind, p in self.after_step.items())
         dry = [x for x in self.lead_dry if x.startswith("after-")]
-        return (f"ModelRunner.extend at prefix 0 (the gpu.extend rows' layouts, the --extend-tokens counts) timed right "
+        return (f"ModelRunner.extend of the gpu.extend points of the first column (their layouts, the --extend-tokens "
+                f"counts) timed right "
                 f"behind {self.extend_lead_s * 1e3:g} ms of {self.after_lead} (runtime/profile_gpu.py "
                 f"extend_after_phase, _behind), {self._reps_text('extend_after')}; each as a ratio to the gpu.extend "
-                f"point at prefix 0 (timed behind the same extend): {pts}"
+                f"point (timed behind the same extend): {pts}"
                 + (f"; the host could not keep ahead of these: {', '.join(dry)}" if dry else "")
                 + f". The simulator multiplies a pure extend after a decode step or verify cycle by it. [{env}]")
 

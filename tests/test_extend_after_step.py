@@ -106,8 +106,10 @@ def test_profiler_times_each_extend_behind_decode_then_verify_steps(monkeypatch)
     ph = object.__new__(GpuPhases)
     ph.dev = SimpleNamespace(is_gpu=True, use=lambda stream: contextlib.nullcontext(), h2d=lambda x: x)
     rows_made: list[int] = []
+    reserved = []
     ph.runner = SimpleNamespace(add_request=lambda: rows_made.append(1) or len(rows_made),
-                                extend=lambda *a: None, free_request=lambda row: rows_made.pop())
+                                extend=lambda *a: None, free_request=lambda row: rows_made.pop(),
+                                pool=SimpleNamespace(reserve=lambda rows, pre: reserved.append((len(rows), pre))))
     ph.extend_lead_s, ph.tile_bs, ph.bs, ph.contexts = 0.05, 8, [1, 8, 16], [512, 1024, 2048]
     ph.grid_rows = list(range(16))
     ph.grid = {"decode": [[0.0] * 3, [0.0, 0.004, 0.0], [0.0] * 3], "spec": [[0.0] * 3, [0.0, 0.010, 0.0], [0.0] * 3]}
@@ -131,6 +133,8 @@ def test_profiler_times_each_extend_behind_decode_then_verify_steps(monkeypatch)
     assert ph.after_step["decode"] == [(256, pytest.approx(0.9)), (1024, pytest.approx(0.95))]
     assert ph.after_step["verify"] == [(256, pytest.approx(0.99)), (1024, pytest.approx(1.045))]
     assert rows_made == []   # every extend's rows freed
+    # each on the grid point's layout: 256 tokens one request at prefix 384 (on column 512), 1024 at 0
+    assert reserved == [(1, [384])]
     ph.extend_lead_s = 0.0   # no lead: nothing timed, no table
     ph.extend_after_phase()
     assert ph.after_step == {}
