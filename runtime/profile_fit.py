@@ -278,6 +278,22 @@ class Fits:
         bare = self.grid.get("chain_verify")
         return None if bare is None else with_issue_excess(bare, self.bs, self.launch_bs, self.verify_excess)
 
+    def after_step_ratios(self) -> dict[str, list[tuple[int, float]]]:
+        """``gpu.extend_after_step``: by lead, (tokens, the extend's seconds behind that lead
+        over the extend grid's point of the first column), against the grid as kept (a
+        re-levelled extend phase replaces it after these were timed). A point whose grid
+        time is not the behind-itself one (the host could not keep ahead of the extend back
+        to back, ``lead_dry``: the idle-spin time stands there) is left out: its ratio
+        would compare against another state."""
+        col = self.ext_cols[0]
+        out: dict[str, list[tuple[int, float]]] = {}
+        for kind, pts in self.after_step_s.items():
+            kept = [(t, s / self.ext_s[self.ext_x.index(t)][0]) for t, s in pts
+                    if f"extend {t} tok @ctx {col:g}" not in self.lead_dry]
+            if kept:
+                out[kind] = kept
+        return out
+
     def sections(self) -> tuple[dict, dict]:
         """``(gpu, host)`` sections of the profile."""
         inj_slope = self._inject_slope(0)[1]
@@ -329,7 +345,7 @@ class Fits:
                              for lens, pre, sec in self.split_s] or None,
             # extends behind decode / verify steps over the grid's own (profile_gpu.extend_after_phase)
             "extend_after_step": {kind: {"tokens": [float(t) for t, _ in pts], "ratios": [r for _, r in pts]}
-                                  for kind, pts in self.after_step.items()} or None,
+                                  for kind, pts in self.after_step_ratios().items()} or None,
         }
         host = {
             "ingest_per_request_s": 0.0,

@@ -549,18 +549,22 @@ class GpuPhases(Harness):
         (``gpu.extend_after_step``): for each ``--extend-tokens`` count, the extend grid's
         point of the first column (prefix 0, or the small prefix that puts a short extend on
         the column, as :meth:`extend_phase` lays it out) behind :attr:`extend_lead_s` of graph-replayed decode steps, then of spec
-        cycles, at batch :attr:`tile_bs` and the middle grid context; each as a ratio to the
-        extend grid's own point (timed behind itself, :meth:`_behind_same`).
+        cycles, at batch :attr:`tile_bs` and the middle grid context; the profile gives each
+        as a ratio to the extend grid's own point (timed behind itself, :meth:`_behind_same`;
+        :meth:`runtime.profile_fit.Fits.after_step_ratios`).
 
         Why: the GPU's clock under a lead depends on the lead's power draw. Dense extends back
-        to back hold an H100 at its 700 W cap, 3-9 % below the clock after an idle spin
-        (docs/measurements/h100-v50.md), while decode steps keep it up, and an extend after
-        them runs faster than the grid says; on an H200 an extend-sized stack ran x1.085
-        slower after ~50 ms of verify-sized work (docs/measurements/h200-v32.md). A loop runs
+        to back held an H100 at its 700 W cap, its clock 3-9 % below the idle-spin phase's
+        (docs/measurements/h100-v50.md), and if decode steps keep it up an extend after them
+        runs faster than the grid says; on an H200 an extend-sized stack took x1.085 its
+        idle-spin time after ~50 ms of verify-sized work and x1.034 after two of itself
+        (docs/measurements/h200-v32.md). A loop runs
         most extends behind decode or verify steps (a freed slot admits one request between
         them), so which lead the extend follows is measured, not assumed
         (docs/measurements/h100-v53-holdout/README.md). GPU with a lead only."""
-        self.after_step: dict[str, list[tuple[int, float]]] = {}
+        # by lead ("decode", "verify"): (tokens, median device seconds behind that lead); the
+        # ratios are taken against the final extend grid (profile_fit.Fits.after_step_ratios)
+        self.after_step_s: dict[str, list[tuple[int, float]]] = {}
         self.after_lead = ""   # the leads, in words (provenance)
         if not self.dev.is_gpu or self.extend_lead_s <= 0:
             return
@@ -575,7 +579,6 @@ class GpuPhases(Harness):
         self.after_lead = (f"graph-replayed decode steps ({leads['decode'][1] * 1e3:.3f} ms each) and spec cycles "
                            f"({leads['spec'][1] * 1e3:.3f} ms each) at batch {b}, every request at {ctx} tokens")
         for t in self.after_tokens:
-            i = self.ext_x.index(t)
             # the grid point's own layout (its prefix puts a short extend on the column)
             lens, p = extend_layout(t, self.ext_cols[0], self.prompt)
             pre = [p] * len(lens)
@@ -593,7 +596,7 @@ class GpuPhases(Harness):
                 words = f"{name} steps at batch {b} @ctx {ctx}"
                 ts = self._behind(f"after-{name} extend {t} tok", "extend_after", ext, lead, lead_s, words)
                 if ts:
-                    self.after_step.setdefault(name, []).append((t, statistics.median(ts) / self.ext_s[i][0]))
+                    self.after_step_s.setdefault(name, []).append((t, statistics.median(ts)))
             with self.dev.use("forward"):
                 for row in ext_rows:
                     r.free_request(row)

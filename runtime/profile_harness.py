@@ -371,7 +371,7 @@ class Harness:
         self.budget = _Budget(budget_s, n_tasks)
         self.queue_full: list[str] = []  # calls never queued whole behind a busy GPU (profile_gpu._issued_as_run)
         self.spin_retries: dict[str, int] = {}  # by group: calls that found the spin finished (profile_gpu._kept_busy)
-        self.lead_dry: list[str] = []  # calls the host could not keep ahead of behind their lead (profile_gpu._behind_same)
+        self.lead_dry: list[str] = []  # calls the host could not keep ahead of behind their lead (profile_gpu._behind)
         self.bar = tqdm(total=n_tasks, desc="profile", unit="bench", disable=not progress, leave=False)
         # the host's speed through profiling (runtime/host_reference.py): sampled between
         # measurements, never inside one; the profile's host.reference_work_s
@@ -392,7 +392,9 @@ class Harness:
         slots = max(ext_need, grid_need, launch_need, after_need) + 1  # each phase frees its rows
         ctx_buckets = sorted({*widths, self.launch_bucket, *self.tile_widths})
         self._progress("build models")
-        max_reqs = max(2 * self.max_bs, ext_rows)
+        # the extend-after-step phase's extends run beside every grid row
+        after_rows = max((-(-t // self.prompt) for t in self.after_tokens), default=0)
+        max_reqs = max(2 * self.max_bs, ext_rows, self.max_bs + after_rows)
         # the pool is sized by the largest of the phases' needs: named by the flag that sizes it
         by_extend = ext_need > max(grid_need, launch_need)
         pool = self._allocation(f"the KV pool of {slots - 1} tokens (and its {max_reqs} request rows of {max_ctx} "

@@ -193,20 +193,24 @@ class Provenance:
     def _after_step_text(self, env: str) -> str:
         """``gpu.extend_after_step``'s provenance: the leads, each point's ratio, and why none
         where the table is absent."""
-        if not self.after_step:
+        ratios = self.after_step_ratios()
+        if not ratios:
             why = ("no extend lead (--extend-lead-ms 0)" if self.extend_lead_s <= 0 else
                    "a CPU profile (the forward runs inline: no clock state to carry)" if not self.dev.is_gpu else
-                   "the host could not keep ahead of the GPU behind either lead")
+                   "the host could not keep ahead of the GPU behind the leads, or of the extend behind itself")
             return f"absent: {why}; every extend is priced by gpu.extend alone. [{env}]"
         pts = "; ".join(f"after {kind}: " + ", ".join(f"{t} tok x{r:.3f}" for t, r in p)
-                        for kind, p in self.after_step.items())
+                        for kind, p in ratios.items())
         dry = [x for x in self.lead_dry if x.startswith("after-")]
+        col = self.ext_cols[0]
+        dry += [f"extend {t} tok (its grid point timed behind the spin)" for t in self.after_tokens
+                if f"extend {t} tok @ctx {col:g}" in self.lead_dry]
         return (f"ModelRunner.extend of the gpu.extend points of the first column (their layouts, the --extend-tokens "
                 f"counts) timed right "
                 f"behind {self.extend_lead_s * 1e3:g} ms of {self.after_lead} (runtime/profile_gpu.py "
                 f"extend_after_phase, _behind), {self._reps_text('extend_after')}; each as a ratio to the gpu.extend "
                 f"point (timed behind the same extend): {pts}"
-                + (f"; the host could not keep ahead of these: {', '.join(dry)}" if dry else "")
+                + (f"; left out (the host could not keep ahead of the GPU): {', '.join(dry)}" if dry else "")
                 + f". The simulator multiplies a pure extend after a decode step or verify cycle by it. [{env}]")
 
     def _loop_calls_text(self, calls: list[tuple[float, ...]], block: str, queued: str) -> str:

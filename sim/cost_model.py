@@ -466,18 +466,22 @@ class CostModel:
         return GpuCost(extend_s, decode_s, penalty)
 
     def after_step_ratio(self, plan: BatchPlan, previous: ForwardMode | None) -> float:
-        """The factor on a pure extend's GPU time when the forward before it on the stream
-        was ``previous`` (profile ``gpu.extend_after_step``, read at the plan's extend tokens):
-        the GPU's clock under a decode or verify lead differs from the one under back-to-back
-        extends, which the extend grid was timed behind (runtime/profile_gpu.py
-        ``extend_after_phase``). 1.0 for any other forward, after an extend or mixed step,
-        before the first forward, and for profiles without the table."""
+        """:meth:`ratio_after` for ``plan`` (its mode and extend tokens)."""
+        return self.ratio_after(plan.mode, plan.num_extend_tokens, previous)
+
+    def ratio_after(self, mode: ForwardMode, tokens: int, previous: ForwardMode | None) -> float:
+        """The factor on the extend GPU time of a forward of ``mode`` extending ``tokens`` tokens,
+        queued right behind a forward of mode ``previous`` (profile ``gpu.extend_after_step``,
+        read at ``tokens``): the GPU's clock under decode or verify steps differs from the one
+        under back-to-back extends, which the extend grid was timed behind (runtime/
+        profile_gpu.py ``extend_after_phase``). 1.0 unless ``mode`` is a pure extend and
+        ``previous`` a decode step or verify cycle, and for profiles without the table."""
         table = self.profile.gpu.extend_after_step
-        if table is None or plan.mode is not ForwardMode.EXTEND:
+        if table is None or mode is not ForwardMode.EXTEND:
             return 1.0
         ratios = table.get("decode" if previous is ForwardMode.DECODE else
                            "verify" if previous is ForwardMode.VERIFY else None)
-        return ratios.at(plan.num_extend_tokens) if ratios is not None else 1.0
+        return ratios.at(tokens) if ratios is not None else 1.0
 
     def mixed_extend_s(self, extend_lens: tuple[int, ...] | list[int], prefix_lens: tuple[int, ...] | list[int],
                        row_ctx: tuple[int, ...] | list[int], read: tuple[int, float] | None = None) -> float:

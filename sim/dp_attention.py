@@ -439,12 +439,12 @@ class DPCost:
         return None
 
     def after_step_ratio(self, plan: GroupPlan, previous: ForwardMode | None) -> float:
-        """:meth:`sim.cost_model.CostModel.after_step_ratio` of the group's extend, read at
-        the rank extending the most tokens (the one the lock-step forward waits for)."""
-        live = [p for _, p in plan.live if p.num_extend]
-        if plan.mode is not ForwardMode.EXTEND or not live:
-            return 1.0
-        return self.cost.after_step_ratio(max(live, key=lambda p: p.num_extend_tokens), previous)
+        """:meth:`sim.cost_model.CostModel.ratio_after` of the group's forward: an analytic
+        profile's is one extend over every rank's tokens, a per-rank profile's the rank
+        extending the most (the one the lock-step forward waits for)."""
+        tokens = (plan.num_extend_tokens if self.group is not None else
+                  max((p.num_extend_tokens for _, p in plan.live), default=0))
+        return self.cost.ratio_after(plan.mode, tokens, previous)
 
     def host(self, kind: str, plan: GroupPlan) -> float:
         """Host seconds of ``kind`` for the pass: the slowest rank's."""

@@ -250,6 +250,7 @@ class SimEngine(Clients, EngineStretch):
         self._in_flight: SimHandle | None = None   # last launch whose results are pending
         self._decode_dt = 0.0                        # GPU seconds of the last decode/verify
         self._last_mode: ForwardMode | None = None   # the last main forward's (CostModel.after_step_ratio)
+        self._after_step = self.profile.gpu.extend_after_step is not None
         # collapsed decode stretches record every step's tokens as delivered and receive at
         # every arrival; a stream interval above 1 holds tokens back (sim/output_streamer.py),
         # a recv interval above 1 requests (sim/recv_skipper.py): step by step then; so does
@@ -320,14 +321,9 @@ class SimEngine(Clients, EngineStretch):
         # an injection prepared inside the slot-expansion block issues without its preparation
         issue = self.cost.issue(op.plan, op.part, self._inject_prepared)
         self._inject_prepared = False
-        gpu_s = self.cost.gpu(op.plan, op.part, cross_queue=self._cross_queue_pending).total_s
+        cost = self.cost.gpu(op.plan, op.part, cross_queue=self._cross_queue_pending)
+        gpu_s = cost.total_s
         self._cross_queue_pending = False
-        if op.part == "main":
-            # an extend right behind decode or verify steps runs at their clock, not the
-            # extend grid's (sim/profile.py GpuProfile.extend_after_step)
-            if op.plan.mode is ForwardMode.EXTEND:
-                gpu_s *= self.cost.after_step_ratio(op.plan, self._last_mode)
-            self._last_mode = op.plan.mode
         # max(a, b) written out as b if b > a else a (its very comparison and choice):
         # builtin min/max parse their arguments through a tuple on every call in 3.11
         free = self._gpu_free
@@ -337,6 +333,13 @@ class SimEngine(Clients, EngineStretch):
         # stream an extend's first kernels trail the launch (CostModel.idle_lead_s)
         lead = now + self.cost.idle_lead_s(op.plan, op.part)
         work_from = free if free > lead else lead
+        if op.part == "main":
+            if self._after_step and free > lead:
+                # queued right behind the previous forward, an extend runs at the clock that
+                # forward left (sim/profile.py GpuProfile.extend_after_step); x + 0.0 is x
+                ratio = self.cost.after_step_ratio(op.plan, self._last_mode)
+                gpu_s += cost.extend_s * (ratio - 1.0)
+            self._last_mode = op.plan.mode
         end, issued = work_from + gpu_s, now + issue
         if issued > end:
             end = issued

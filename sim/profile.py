@@ -505,13 +505,15 @@ class GpuProfile(BaseModel):
     extend_after_step: a pure extend's device time when the forward before it on the stream
         was a decode step (``decode``) or a verify cycle (``verify``), as a ratio to the
         extend grid's (timed behind the same extend back to back), by extend tokens. The
-        GPU's clock follows the power its recent work drew: dense extends back to back hold
-        an H100 at its power cap 3-9 % below the clock after lighter work
-        (docs/measurements/h100-v50.md), while on an H200 verify-sized work left the next
-        extend-sized stack x1.085 slower (docs/measurements/h200-v32.md); so it is measured
-        per GPU (runtime/profile_gpu.py ``extend_after_phase``), never assumed. An extend
-        after another extend or a mixed step, or with no such table, is priced by the grid
-        alone (sim/engine.py ``_launch``).
+        GPU's clock follows the power its recent work drew: dense extends back to back held
+        an H100 at its power cap, its clock 3-9 % below the idle-spin phase's
+        (docs/measurements/h100-v50.md), while on an H200 an extend-sized stack took x1.085
+        its idle-spin time after ~50 ms of verify-sized work and x1.034 after two of itself
+        (docs/measurements/h200-v32.md); so it is measured per GPU (runtime/profile_gpu.py
+        ``extend_after_phase``), never assumed. Applied to an extend queued behind the
+        decode or verify forward (the state the profiler times); one after another extend
+        or a mixed step, one launched onto a drained stream, or any with no such table, is
+        priced by the grid alone (sim/engine.py ``_launch``).
     extend_split: extends of several requests of unequal extend length, each timed whole
         as the extend grid's rows are (``padded_max`` only; ignored under ``ragged``): the
         end of one prompt and the start of the next in one chunk, as chunked prefill makes
@@ -578,7 +580,7 @@ class GpuProfile(BaseModel):
     extend_layout_len: int | None = Field(None, ge=1, le=10_000_000)
     extend_attention_bucket: int = Field(1, ge=1, le=1_000_000)
     extend_split: list[ExtendSplit] | None = None
-    extend_after_step: dict[Literal["decode", "verify"], AfterStepRatios] | None = None
+    extend_after_step: Annotated[dict[Literal["decode", "verify"], AfterStepRatios], Field(min_length=1)] | None = None
     dp_attention_sync_s: Seconds = 0.0
     mixed_forward: Literal["one_extend", "extend_then_decode"] | None = None
 

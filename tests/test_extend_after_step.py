@@ -37,6 +37,19 @@ def _plan(mode: ForwardMode, tokens: int = 500) -> BatchPlan:
                      num_extend=n_ext)
 
 
+def test_an_extend_on_an_idle_stream_takes_no_ratio():
+    """The profiler keeps only extends queued while the lead still ran: an extend launched
+    after the stream drained (requests seconds apart, each served alone) is priced by the grid, whatever ran
+    before it."""
+    sc = make_scenario(PLAIN, {"kind": "poisson", "request_rate": 0.2, "num_requests": 5})
+    base, fast = (run_scenario(sc, profile=_profile(r)).steps for r in (None, {"decode": 0.5}))
+    main = base[base.part == "main"].reset_index(drop=True)
+    mode = main["mode"].astype(str)
+    idle_after_decode = (mode == "extend") & (mode.shift(1) == "decode") & (main.gpu_start_s > main.gpu_end_s.shift(1))
+    assert idle_after_decode.any()
+    assert base.equals(fast)
+
+
 def test_ratio_table_is_validated():
     with pytest.raises(ValidationError, match="less than or equal to 2"):
         AfterStepRatios(tokens=[64.0], ratios=[2.5])
@@ -52,6 +65,8 @@ def test_ratio_applies_to_a_pure_extend_behind_a_decode_or_verify_step_only():
     cost = CostModel(_profile({"decode": 0.8, "verify": 1.1}), make_scenario(PLAIN).server)
     ext = _plan(ForwardMode.EXTEND)
     assert cost.after_step_ratio(ext, ForwardMode.DECODE) == pytest.approx(0.8)
+    with pytest.raises(ValidationError, match="at least 1 item"):   # an empty table is no table
+        _profile({}).model_validate(_profile({}).model_dump())
     assert cost.after_step_ratio(ext, ForwardMode.VERIFY) == pytest.approx(1.1)
     for previous in (ForwardMode.EXTEND, ForwardMode.MIXED, None):   # behind extend work: the grid's
         assert cost.after_step_ratio(ext, previous) == 1.0
@@ -101,9 +116,13 @@ def test_profiler_times_each_extend_behind_decode_then_verify_steps(monkeypatch)
     """``extend_after_phase``: for each --extend-tokens count, the prefix-0 extend timed behind
     graph-replayed decode steps, then spec cycles, at the tile probe's batch and the middle
     grid context, each lead sized by its grid time; the ratio is over the extend grid's point."""
+    from specsched.runtime.profile_fit import Fits
     from specsched.runtime.profile_gpu import GpuPhases
 
-    ph = object.__new__(GpuPhases)
+    class Phases(GpuPhases, Fits):
+        pass
+
+    ph = object.__new__(Phases)
     ph.dev = SimpleNamespace(is_gpu=True, use=lambda stream: contextlib.nullcontext(), h2d=lambda x: x)
     rows_made: list[int] = []
     reserved = []
@@ -115,7 +134,7 @@ def test_profiler_times_each_extend_behind_decode_then_verify_steps(monkeypatch)
     ph.grid = {"decode": [[0.0] * 3, [0.0, 0.004, 0.0], [0.0] * 3], "spec": [[0.0] * 3, [0.0, 0.010, 0.0], [0.0] * 3]}
     ph.ext_x, ph.ext_cols, ph.prompt, ph.after_tokens = [256, 512, 1024], [512.0], 1024, [256, 1024]
     ph.ext_s = [[0.010], [0.020], [0.040]]
-    ph.cfg, ph.gen, ph.lead_dry = SimpleNamespace(vocab_size=100), None, []
+    ph.cfg, ph.gen, ph.lead_dry = SimpleNamespace(vocab_size=100), None, ["extend 512 tok @ctx 512"]
     monkeypatch.setattr(GpuPhases, "_step_fn", lambda self, kind, rows, rows_t, c, graph: (kind, len(rows), c, graph))
     seen = []
 
@@ -130,14 +149,20 @@ def test_profiler_times_each_extend_behind_decode_then_verify_steps(monkeypatch)
         ("after-verify extend 256 tok", ("spec", 8, 1024, True), 0.010),
         ("after-decode extend 1024 tok", ("decode", 8, 1024, True), 0.004),
         ("after-verify extend 1024 tok", ("spec", 8, 1024, True), 0.010)]
-    assert ph.after_step["decode"] == [(256, pytest.approx(0.9)), (1024, pytest.approx(0.95))]
-    assert ph.after_step["verify"] == [(256, pytest.approx(0.99)), (1024, pytest.approx(1.045))]
+    assert ph.after_step_ratios() == {"decode": [(256, pytest.approx(0.9)), (1024, pytest.approx(0.95))],
+                                      "verify": [(256, pytest.approx(0.99)), (1024, pytest.approx(1.045))]}
+    # against the grid as kept: a re-levelled extend phase's new point moves the ratio
+    ph.ext_s[2][0] = 0.038
+    assert ph.after_step_ratios()["decode"][1] == (1024, pytest.approx(1.0))
+    # a point whose grid time is the idle spin's (lead_dry) is left out: another state
+    ph.lead_dry.append("extend 256 tok @ctx 512")
+    assert [t for t, _ in ph.after_step_ratios()["decode"]] == [1024]
     assert rows_made == []   # every extend's rows freed
     # each on the grid point's layout: 256 tokens one request at prefix 384 (on column 512), 1024 at 0
     assert reserved == [(1, [384])]
     ph.extend_lead_s = 0.0   # no lead: nothing timed, no table
     ph.extend_after_phase()
-    assert ph.after_step == {}
+    assert ph.after_step_s == {} and ph.after_step_ratios() == {}
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
