@@ -38,6 +38,7 @@ from specsched.sim.acceptance import AcceptanceModel
 from specsched.sim.admission import make_policy
 from specsched.sim.config import Scenario, ServerArgs, SyncMode, draft_tree, scenario_file
 from specsched.sim.cost_model import CostModel
+from specsched.sim.defaults import hardware_of
 from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.engine_clients import Clients
 from specsched.sim.engine_stretch import MAX_RUN_CELLS, PLAIN_HORIZON, EngineStretch  # noqa: F401  (re-exported)
@@ -52,6 +53,7 @@ from specsched.sim.grid_range import (
     write_warnings,
 )
 from specsched.sim.host_speed import scale_host
+from specsched.sim.limits import check_hardware
 from specsched.sim.loop import scheduler_loop
 from specsched.sim.metrics import summarize_recorder
 from specsched.sim.ops import (
@@ -71,7 +73,7 @@ from specsched.sim.profile import Profile, analytic_costs, load_profile
 from specsched.sim.records import Recorder, RunResult, delivery_arrays
 from specsched.sim.request import Req
 from specsched.sim.scheduler import Deliveries, Scheduler, run_counts
-from specsched.sim.served import output_cut_summary, truncation_summary
+from specsched.sim.served import output_cut_summary, served_requests, truncation_summary
 from specsched.sim.steady_state import run_steady_summary
 from specsched.sim.workload import make_requests, with_request_labels
 
@@ -168,9 +170,6 @@ class SimEngine(Clients, EngineStretch):
             self.seed = scenario.seed if seed is None else seed
             # host work at the scenario's host speed (sim/host_speed.py; factor 1: this profile)
             self.profile = self._host_conditioned(profile or load_profile(scenario.profile, scenario.path or None))
-            from specsched.sim.defaults import hardware_of
-            from specsched.sim.limits import check_hardware
-
             check_hardware(scenario, hardware_of(self.profile))   # weights that leave no KV pool: SGLang stops at start
             verifier = scenario.server.verifying_server()   # the accept lengths are drawn at its window and tree
             self.acceptance = AcceptanceModel(scenario.acceptance, verifier.accept_window, self.seed, draft_tree(verifier))
@@ -179,8 +178,6 @@ class SimEngine(Clients, EngineStretch):
             self._init_host(scenario.server, DeviceTokens(self.acceptance), fast_forward)
             self.specs = make_requests(scenario.workload, self.seed, scenario.path or None)
             self.offered_arrival_span_s: float | None = None   # set by _start_clients for poisson / trace
-            from specsched.sim.served import served_requests
-
             # the requests as the server runs them (outputs cut, rejected rows marked), and the
             # (request, asked, run) of each cut output; turns past the context or pool refused
             self.specs, self.output_cuts = served_requests(scenario, self.specs, hardware_of(self.profile), self.seed)
