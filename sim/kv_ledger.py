@@ -95,6 +95,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from specsched.sim.pages import ceil_pages
 from specsched.sim.request import Req
 from specsched.sim.swa_stretch import StretchSWA, stretch_swa
 
@@ -116,9 +117,11 @@ class StretchKV:
         scheduled: int (k,), pool slots in use after P_j's reservation.
         lens: int (k, m), each request's KV positions after iteration j's processing, when
             they differ from its slots (a paged pool), else None.
-        lens_reserved: int (k, m), the positions after P_j's reservation where they differ
-            from ``lens`` (a paged pool under the window rule, whose processing returns
-            positions), else None.
+        page_sums: (reserved, processed), int (k,) each: the row sums of the positions
+            after P_j's reservation and after j's processing, rounded up to whole pages,
+            where the two differ (a paged pool under the window rule, whose processing
+            returns positions), else None. The SWA pool pages the same positions
+            (:meth:`KVLedger.stretch_swa`).
     """
 
     kv0: np.ndarray
@@ -127,7 +130,7 @@ class StretchKV:
     freed: np.ndarray
     scheduled: np.ndarray
     lens: np.ndarray | None = None
-    lens_reserved: np.ndarray | None = None
+    page_sums: tuple[np.ndarray, np.ndarray] | None = None
 
     def first_over(self, capacity: int) -> int:
         """The first iteration whose reservation would exceed ``capacity`` (it would retract
@@ -638,14 +641,15 @@ class KVLedger:
             # top-up: P_j raises each member to ceil_page(pos + reserve); nothing returns
             # until the request finishes (the same rule as top_up, over the grid)
             p = self.page_size
-            target = -(-(pos + self.reserve_ahead) // p) * p
+            target = pos + self.reserve_ahead
+            ceil_pages(target, p, out=target)
             lens = np.maximum.accumulate(np.where(member, target, 0), axis=0)
             np.maximum(lens, len0, out=lens)
             if self.paged:
                 # whole pages: a request not yet topped up holds its extend's pages (kv0),
                 # a topped-up one its page-aligned target (top_up)
-                held = -(-lens // p) * p
-                held -= -(-len0 // p) * p - kv0
+                held = ceil_pages(lens, p)
+                held -= ceil_pages(len0, p) - kv0
             else:
                 held = lens - (len0 - kv0)
             unused_cum = np.zeros_like(held)
@@ -662,8 +666,8 @@ class KVLedger:
             p = self.page_size
             lens = passes_so_far(member)
             lens += len0
-            held = -(-lens // p) * p
-            held += kv0 - (-(-len0 // p) * p)
+            held = ceil_pages(lens, p)
+            held += kv0 - ceil_pages(len0, p)
             jj, ii = np.nonzero(finish)
             freed = np.zeros(len(member), dtype=np.int64)
             np.add.at(freed, jj, held[jj, ii])
@@ -710,20 +714,26 @@ class KVLedger:
         lres = passes_so_far(member)
         lres *= window
         lres += len0
-        returned = np.cumsum(unused, axis=0)
-        lres[1:] -= returned[:-1]
-        lproc = lres - unused
-        off = -(-len0 // p) * p - kv0
-        held = -(-lres // p) * p - off           # slots after P_j's reservation
-        kept = -(-lproc // p) * p - off          # ... and after j's processing
-        back = held - kept                       # whole pages returned at j's processing
+        lproc = np.cumsum(unused, axis=0)        # returned up to j ...
+        lres[1:] -= lproc[:-1]
+        np.subtract(lres, unused, out=lproc)     # ... and the positions after j's processing
+        # (the grids' buffers reused once read: a stretch's grids are large, and fresh
+        # memory for each intermediate costs more than the arithmetic)
+        off = ceil_pages(len0, p) - kv0
+        held = ceil_pages(lres, p, out=lres)
+        pages_res = held.sum(axis=1)
+        held -= off                              # slots after P_j's reservation
+        kept = ceil_pages(lproc, p, out=unused)
+        pages_proc = kept.sum(axis=1)
+        kept -= off                              # ... and after j's processing
         jj, ii = np.nonzero(finish)
         gone = np.zeros(len(member), dtype=np.int64)
         np.add.at(gone, jj, kept[jj, ii])        # a finished request returns the rest
-        freed = back.sum(axis=1) + gone
-        scheduled = self.used + held.sum(axis=1) - int(kv0.sum())
+        back = np.subtract(held, kept, out=kept)  # whole pages returned at j's processing
+        freed = pages_res - pages_proc + gone    # (back's row sums)
+        scheduled = self.used + pages_res - (int(off.sum()) + int(kv0.sum()))   # (held's row sums)
         scheduled[1:] -= np.cumsum(gone[:-1])
-        return StretchKV(kv0, held, back, freed, scheduled, lproc, lres)
+        return StretchKV(kv0, held, back, freed, scheduled, lproc, (pages_res, pages_proc))
 
     def stretch_swa(self, reqs: Sequence[Req], usage: StretchKV, member: np.ndarray, fin: np.ndarray,
                     pre: np.ndarray, first_step: int) -> StretchSWA:
@@ -743,8 +753,8 @@ class KVLedger:
         rids = [r.rid for r in reqs]
         len0 = np.array([r.kv_len for r in reqs], dtype=np.int64)
         kv0 = usage.kv0
-        if usage.lens_reserved is not None:   # paged, window rule: processing returns positions
-            lenres, lenproc = usage.lens_reserved.copy(), usage.lens.copy()   # (paged in place)
+        if usage.page_sums is not None:   # paged, window rule: the full pool's pages summed already
+            lenres, lenproc = None, usage.lens
         elif usage.lens is not None:    # a paged full pool: positions apart from slots
             lenres = lenproc = usage.lens.copy()   # (stretch_swa pages it in place)
         elif usage.held is None:        # one position per pass
@@ -766,7 +776,7 @@ class KVLedger:
             ev0=np.array([ev.get(rid, 0) for rid in rids], dtype=np.int64),
             lock=np.array([lock.get(rid, 0) for rid in rids], dtype=np.int64),
             idx0=np.array([idx.get(rid, 0) for rid in rids], dtype=np.int64),
-            lenres=lenres, lenproc=lenproc, member=member, fin=fin, pre=pre, pre_shift=-1)
+            lenres=lenres, lenproc=lenproc, member=member, fin=fin, pre=pre, pre_shift=-1, sums=usage.page_sums)
 
     def settle_swa(self, reqs: Sequence[Req], swa: StretchSWA, n: int, finished: Sequence[bool]) -> None:
         """Apply the first n iterations of a stretch's SWA counts (after :meth:`settle`):

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from specsched.sim.pages import ceil_pages, page_sums
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,25 +75,11 @@ class StretchSWA:
         return self.idx0 + np.minimum(self.last, n)
 
 
-def _pages(x: np.ndarray, p: int) -> np.ndarray:
-    return x if p == 1 else -(-x // p) * p
-
-
-def _page_sums(x: np.ndarray, p: int) -> np.ndarray:
-    """Row sums of ``_pages(x, p)`` for an int (k, m) grid, computed in x's own buffer
-    (x is overwritten by its pages: the same integers, no temporary grid)."""
-    if p == 1:
-        return x.sum(axis=1)
-    np.negative(x, out=x)
-    x //= p
-    x *= -p
-    return x.sum(axis=1)
-
-
 def stretch_swa(*, used: int, page: int, window: int, keep: int, interval: int, by_forward: bool,
                 first_step: int, len0: np.ndarray, ev0: np.ndarray, lock: np.ndarray, idx0: np.ndarray,
-                lenres: np.ndarray, lenproc: np.ndarray, member: np.ndarray, fin: np.ndarray,
-                pre: np.ndarray, pre_shift: int = 0) -> StretchSWA:
+                lenres: np.ndarray | None, lenproc: np.ndarray, member: np.ndarray, fin: np.ndarray,
+                pre: np.ndarray, pre_shift: int = 0,
+                sums: tuple[np.ndarray, np.ndarray] | None = None) -> StretchSWA:
     """The SWA pool's counts over a stretch (see the module docstring for the rules).
 
     Args:
@@ -106,12 +93,17 @@ def stretch_swa(*, used: int, page: int, window: int, keep: int, interval: int, 
             (page-aligned), locked prompt tail and decode passes taken, now.
         lenres, lenproc: int (k, m), ``kv_len`` after P_j's reservation and after
             processing at j (constant once the request is in no more plans); both are
-            overwritten (their page-rounded values replace them; they may be one array).
+            overwritten (their page-rounded values replace them; they may be one array),
+            unless ``sums`` is given.
         member: bool (k, m), request in P_j; each column is a run of True from row 0 (a
             request leaves the batch for good: :mod:`sim.decode_run`).
         fin: bool (k, m), request finishes at j's processing.
         pre: int (k, m), prompt + output - 1 when P_j is built (non-decreasing in j), less
             ``pre_shift`` (a caller holding prompt + output passes -1: no grid for it).
+        sums: the row sums of ``lenres`` and ``lenproc`` rounded up to whole pages, where
+            the caller has them (the full pool's paged window rule sums the same pages:
+            :meth:`sim.kv_ledger.KVLedger.stretch_usage`); ``lenres`` is then not read
+            (None) and ``lenproc`` only read.
 
     Returns:
         A :class:`StretchSWA`.
@@ -167,10 +159,13 @@ def stretch_swa(*, used: int, page: int, window: int, keep: int, interval: int, 
     # processing; its kv_len stays at lenproc[f] after f
     fi = np.where(fin.any(axis=0), fin.argmax(axis=0), k)
     done = holds & (fi < k)
-    c = np.where(done, _pages(lenproc[np.minimum(fi, k - 1), np.arange(m)], page), 0)  # held pages after finishing
-    sres = _page_sums(lenres, page)
-    sproc = sres if lenproc is lenres else _page_sums(lenproc, page)
-    p0 = _pages(len0, page)
+    c = np.where(done, ceil_pages(lenproc[np.minimum(fi, k - 1), np.arange(m)], page), 0)  # held pages after finishing
+    if sums is not None:
+        sres, sproc = sums
+    else:
+        sres = page_sums(lenres, page)
+        sproc = sres if lenproc is lenres else page_sums(lenproc, page)
+    p0 = ceil_pages(len0, page)
     base = np.where(holds, lock - ev0, 0)
     d_res = np.zeros(k + 2, dtype=np.int64)    # difference arrays over rows
     d_aft = np.zeros(k + 2, dtype=np.int64)

@@ -352,15 +352,25 @@ def test_mean_std_is_numpys_bit_for_bit(values, scale):
     assert scratch.shape == v.shape and scratch is not v
 
 
-@settings(max_examples=100, deadline=None)
-@given(k=st.integers(1, 50), m=st.integers(1, 30), page=st.sampled_from([1, 2, 3, 16, 256]),
-       lo=st.integers(-600, 600), seed=st.integers(0, 2**31))
-def test_page_sums_are_the_row_sums_of_pages(k, m, page, lo, seed):
-    from specsched.sim.swa_stretch import _page_sums, _pages
+@settings(max_examples=200, deadline=None)
+@given(k=st.integers(1, 50), m=st.integers(1, 30), page=st.sampled_from([1, 2, 3, 16, 48, 256, 1000, 1024]),
+       lo=st.integers(-600, 600), seed=st.integers(0, 2**31), into=st.sampled_from(["new", "x", "other"]))
+def test_ceil_pages_and_page_sums_are_the_division_form(k, m, page, lo, seed, into):
+    """sim/pages.py: the page rounding by mask (a power-of-two page) or by division gives
+    ``-(-x // p) * p`` (the ledger's step-by-step form) for negative and positive
+    integers, into a new array, in place, or into another buffer; page_sums is its row
+    sums."""
+    from specsched.sim.pages import ceil_pages, page_sums
 
     x = np.random.default_rng(seed).integers(lo, lo + 5_000, (k, m))
-    assert np.array_equal(_page_sums(x, page), _pages(x, page).sum(axis=1))
-    assert np.array_equal(_pages(x, page), np.ceil(x / page).astype(np.int64) * page)
+    want = -(-x // page) * page
+    assert np.array_equal(want, np.ceil(x / page).astype(np.int64) * page)
+    src = x.copy()
+    out = {"new": None, "x": src, "other": np.empty_like(x)}[into]
+    got = ceil_pages(src, page, out=out)
+    assert got.dtype == np.int64 and np.array_equal(got, want)
+    assert (got is src) == (into == "x") and (into != "new" or np.array_equal(src, x))
+    assert np.array_equal(page_sums(x.copy(), page), want.sum(axis=1))
 
 
 @settings(max_examples=100, deadline=None)

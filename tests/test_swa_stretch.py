@@ -228,13 +228,16 @@ def _reference_swa(a: dict):
 @settings(max_examples=300, deadline=None)
 @given(k=st.integers(1, 40), m=st.integers(1, 6), page=st.sampled_from([1, 2, 8]), window=st.integers(1, 20),
        interval=st.integers(1, 12), by_forward=st.booleans(), prefix=st.booleans(), first_step=st.integers(0, 30),
-       topup=st.booleans(), seed=st.integers(0, 2**31), shift=st.sampled_from([0, -1, 3]))
+       topup=st.booleans(), seed=st.integers(0, 2**31), shift=st.sampled_from([0, -1, 3]), sums=st.booleans())
 def test_stretch_swa_is_the_pass_by_pass_rules(k, m, page, window, interval, by_forward, prefix, first_step, topup,
-                                               seed, shift):
+                                               seed, shift, sums):
     """sim/swa_stretch.py ``stretch_swa`` (the vectorised moves and row sums) gives, for
     every iteration, what the SWA rules give pass by pass, on random stretches of the shape
-    a decode run has (each request in a first run of plans, lengths constant after it)."""
+    a decode run has (each request in a first run of plans, lengths constant after it);
+    with ``sums`` the caller hands it the grids' page sums (as the full pool's paged
+    window rule does) and the grids are left as they were."""
     import numpy as np
+    from specsched.sim.pages import page_sums
     from specsched.sim.swa_stretch import stretch_swa
 
     rng = np.random.default_rng(seed)
@@ -280,9 +283,15 @@ def test_stretch_swa_is_the_pass_by_pass_rules(k, m, page, window, interval, by_
              lenres=lenres, lenproc=lenres if topup else lenproc, member=member, fin=fin, pre=pre)
     a["used"] += sum(-(-int(len0[i]) // page) * page - int(ev0[i]) + int(lock[i]) for i in range(m) if len0[i])
     # the function overwrites lenres/lenproc (one array under top-up) and reads pre less a shift
-    lr = a["lenres"].copy()
-    got = stretch_swa(**dict(a, lenres=lr, lenproc=lr if topup else a["lenproc"].copy(), pre=pre - shift,
-                             pre_shift=shift))
+    if sums:
+        lp = a["lenproc"].copy()
+        got = stretch_swa(**dict(a, lenres=None, lenproc=lp, pre=pre - shift, pre_shift=shift,
+                                 sums=(page_sums(a["lenres"].copy(), page), page_sums(lp.copy(), page))))
+        assert np.array_equal(lp, a["lenproc"])
+    else:
+        lr = a["lenres"].copy()
+        got = stretch_swa(**dict(a, lenres=lr, lenproc=lr if topup else a["lenproc"].copy(), pre=pre - shift,
+                                 pre_shift=shift))
     ref = _reference_swa(a)
     for j, (check, res, after, e, idx) in enumerate(ref):
         assert (got.check[j], got.reserved[j], got.after[j]) == (check, res, after), j
