@@ -389,7 +389,9 @@ class AcceptanceModel:
         ``counts[i]`` draws. Each request's generator fills its own rows of one uniform
         array, in the same call order and sizes as :meth:`_ensure` would (so the same
         uniforms); the comparison with each request's rates and the leading-position count
-        then run once over all rows instead of once per request."""
+        then run once over all rows instead of once per request. The uniforms are made in
+        one buffer, reused from request to request (fresh memory for each costs more than
+        the draws)."""
         gamma = self.window - 1
         todo: list[tuple[int, int]] = []   # (rid, rows to draw)
         total = 0
@@ -406,9 +408,11 @@ class AcceptanceModel:
                 self._ensure(rid, len(draws.get(rid, ())) + rows)
             return
         ok = np.empty((total, gamma), dtype=bool)
+        buf = np.empty((max(rows for _, rows in todo), gamma))
         at = 0
         for rid, rows in todo:
-            u = self._rng(rid).random((rows, gamma))
+            u = buf[:rows]
+            self._rng(rid).random(out=u)
             np.less(u, self._rates[rid], out=ok[at : at + rows])
             at += rows
         new = leading_true(ok)
@@ -480,12 +484,15 @@ class AcceptanceModel:
         (n + 1, len(rids)), and returned.
 
         The same integers as ``np.minimum(np.cumsum(draws(rids, first_cycles, n), axis=0),
-        limits)`` below a row of zeros. Each request keeps the running sums of its draws,
-        so a stretch reads one slice per request instead of building and summing a (n, m)
-        grid of draws; and with ``limits`` a request draws only until its sum reaches its
-        limit (every accept length is >= 1, so at most ``limit`` cycles; its later sums are
-        capped whatever they would be). Draws are a request's own seeded sequence, so
-        drawing fewer of them now changes no value drawn later.
+        limits)`` below a row of zeros. With ``limits`` a request draws only until its sum
+        reaches its limit (every accept length is >= 1, so at most ``limit`` cycles; its
+        later sums are capped whatever they would be): first about the cycles it needs (its
+        own mean accept length, with a margin), then all n for the few that fell short.
+        Draws are a request's own seeded sequence, so drawing fewer of them now changes no
+        value drawn later. The sums are taken along the rows of an (m, n) grid that holds
+        each request's draws from its first cycle (contiguous, zeros past its last draw:
+        its later sums stay at its last, which reaches its limit) and laid into ``out`` in
+        one transposed copy.
         """
         if self.window <= 1 or n == 0:
             out[:] = np.arange(n + 1, dtype=np.int64)[:, None]
@@ -493,30 +500,31 @@ class AcceptanceModel:
                 np.minimum(out, limits, out=out)
             return out
         rid_l, cyc = rids.tolist(), first_cycles.tolist()
-        sums = self._running_sums
         if limits is None:
             self._ensure_many(rid_l, [c + n for c in cyc])
         else:
             lim = limits.tolist()
-            # first about the cycles each request needs (its own mean accept length, with a
-            # margin), then all n cycles for the few that fell short
             self._ensure_many(rid_l, [c + min(n, int(x / self.request_mean(r) * 1.05) + 32) if x > 0 else 0
                                       for r, c, x in zip(rid_l, cyc, lim, strict=True)])
-            short = [(r, c + n) for r, c, x in zip(rid_l, cyc, lim, strict=True)
-                     if x > 0 and len(s := sums(r)) <= c + n and s[-1] - s[c] < x]
-            if short:
-                self._ensure_many([r for r, _ in short], [t for _, t in short])
-        # each request's column written in place (a request stopped at its limit has fewer
-        # sums than rows: its later rows hold its last sum, as they only need to stay at or
-        # above the limit; no draws at all, a limit <= 0, which any sum reaches: zeros)
-        cols = out.T
+        draws = self._draws
+        acc = np.zeros((len(rid_l), n), dtype=np.int64)
         for i, (rid, c) in enumerate(zip(rid_l, cyc, strict=True)):
-            col = sums(rid)[c : c + n + 1]
-            have = len(col)
-            cols[i, :have] = col
-            if have <= n:
-                cols[i, have:] = col[-1] if have else 0
-        out -= out[0].copy()
+            d = draws.get(rid)
+            if d is not None:
+                seg = d[c : c + n]
+                acc[i, : len(seg)] = seg
+        np.cumsum(acc, axis=1, out=acc)
+        if limits is not None:
+            reached = acc[:, -1].tolist()
+            short = [i for i, (rid, c, x) in enumerate(zip(rid_l, cyc, lim, strict=True))
+                     if x > 0 and reached[i] < x and len(draws.get(rid, ())) < c + n]
+            if short:
+                self._ensure_many([rid_l[i] for i in short], [cyc[i] + n for i in short])
+                for i in short:
+                    acc[i] = draws[rid_l[i]][cyc[i] : cyc[i] + n]
+                acc[short] = np.cumsum(acc[short], axis=1)
+        out[0] = 0
+        out[1:] = acc.T
         if limits is not None:
             np.minimum(out, limits, out=out)
         return out

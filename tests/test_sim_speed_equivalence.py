@@ -420,6 +420,16 @@ def test_batched_accept_draws_are_the_per_cycle_draws(window, spread, n, firsts,
     sums[1:] = np.cumsum(np.array(want, dtype=np.int64).reshape(n, len(firsts)), axis=0)
     assert out.tolist() == np.minimum(sums, limits).tolist()
     assert all(third.level(int(r)) == single.level(int(r)) for r in rids)
+    # a later stretch of the same requests, from cycles part-way through the first, and
+    # the sums without limits
+    later = [c + n // 2 for c in firsts]
+    for lim in (limits, None):
+        out2 = np.empty((n + 1, len(firsts)), dtype=np.int64)
+        third.cumulative(rids, np.array(later, dtype=np.int64), n, out2, limits=lim)
+        rows = [[single.draw(int(r), c + j) for r, c in zip(rids, later, strict=True)] for j in range(n)]
+        sums2 = np.zeros((n + 1, len(firsts)), dtype=np.int64)
+        sums2[1:] = np.cumsum(np.array(rows, dtype=np.int64).reshape(n, len(firsts)), axis=0)
+        assert out2.tolist() == (sums2 if lim is None else np.minimum(sums2, lim)).tolist()
     # ... and later draws are unchanged by how many were drawn before
     assert [third.draw(int(r), 1_000) for r in rids] == [single.draw(int(r), 1_000) for r in rids]
 
