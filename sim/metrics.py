@@ -29,18 +29,39 @@ LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e_latency")
 _PERCENTILES = (("p90", 90), ("p99", 99), ("p95", 95))
 
 
-def mean_std(v: np.ndarray) -> tuple[float, float, np.ndarray]:
-    """``(np.mean(v), np.std(v), scratch)`` of a 1-D float64 array, bit for bit numpy's:
-    the same operations as numpy/_core/_methods.py ``_mean`` and ``_var`` (one pairwise sum
-    for the mean, the deviations squared in a new array, their pairwise sum, the square
-    root), computed once for both. ``scratch`` is that array of squared deviations (len(v)
-    float64, free for the caller to reuse: a large sample's buffers cost more to map than
-    to fill)."""
+_DEVIATION_BLOCK = 1 << 15
+"""Squared deviations :func:`mean_std` makes at once (a block of numpy's pairwise sum)."""
+
+
+def mean_std(v: np.ndarray) -> tuple[float, float]:
+    """``(np.mean(v), np.std(v))`` of a 1-D float64 array, bit for bit numpy's: the same
+    operations as numpy/_core/_methods.py ``_mean`` and ``_var`` (one pairwise sum for the
+    mean, the deviations squared, their pairwise sum, the square root), computed once for
+    both, without an array of the n squared deviations.
+
+    numpy reduces a contiguous float64 array as 0.0 plus its pairwise sum
+    (numpy/_core/src/umath/loops_utils.h.src ``pairwise_sum``: halve at a multiple of 8
+    until a part of at most 128 values is summed in 8 lanes), which depends on the part's
+    values alone; so the deviations are squared :data:`_DEVIATION_BLOCK` at a time into
+    one buffer, each such part summed by numpy, and the parts' sums added as the halving
+    adds them (a sample's buffer of ~10^6 values costs more to map than to fill; the
+    summary's largest, the burst's ITL sample, is the run's peak of memory).
+    tests/test_sim_speed_equivalence.py checks it against numpy on both sides of the block."""
     n = v.size
     mean = np.add.reduce(v) / n
-    x = np.subtract(v, mean)
-    np.square(x, out=x)
-    return float(mean), float(np.sqrt(np.add.reduce(x) / n)), x
+    buf = np.empty(min(n, _DEVIATION_BLOCK))
+
+    def pairwise(lo: int, k: int) -> np.float64:
+        if k <= _DEVIATION_BLOCK:
+            x = buf[:k]
+            np.subtract(v[lo : lo + k], mean, out=x)
+            np.square(x, out=x)
+            return np.add.reduce(x)
+        half = k // 2
+        half -= half % 8
+        return pairwise(lo, half) + pairwise(lo + half, k - half)
+
+    return float(mean), float(np.sqrt(pairwise(0, n) / n))
 
 
 def _stats(prefix: str, values_s: np.ndarray, out: dict[str, float], owned: bool = False) -> None:
@@ -54,7 +75,7 @@ def _stats(prefix: str, values_s: np.ndarray, out: dict[str, float], owned: bool
         v = np.asarray(values_s, dtype=float) * 1000.0
     if v.size == 0:
         v = np.array([np.nan])
-    mean, std, _ = mean_std(v)
+    mean, std = mean_std(v)
     out[f"mean_{prefix}_ms"] = mean
     out[f"std_{prefix}_ms"] = std
     if math.isnan(mean):   # a NaN in v (or inf - inf, where numpy's own path gives the same)
@@ -347,17 +368,26 @@ def _itl_of(rid: np.ndarray, t: np.ndarray, n: np.ndarray, with_rids: bool = Fal
     else:
         key = rid
         order = np.lexsort((t, rid))
-    # (few full-length temporaries: a burst's sample is ~10^6 values, and fresh memory for
-    # each costs more than the arithmetic on it)
-    key, t = key[order], t[order]
+    # (few full-length temporaries, each dropped once read: a burst's sample is ~10^6
+    # values, fresh memory costs more than the arithmetic on it, and the summary's peak
+    # is the run's: every page of it above the stretches' is mapped anew)
+    key = key[order]
     later = key[1:] == key[:-1]         # row i + 1 continues row i's request
+    del key
+    t = t[order]
     dt = np.subtract(t[1:], t[:-1])[later]
+    del t
     rows = order[1:][later]
+    del order, later
     if per_chunk:
         return dt, (rid[rows] if with_rids else None)
+    ids = rid[rows] if with_rids else None
     nn = n[rows]
+    del rows
     dt /= nn
-    return np.repeat(dt, nn), (np.repeat(rid[rows], nn) if with_rids else None)
+    if with_rids:
+        ids = np.repeat(ids, nn)
+    return np.repeat(dt, nn), ids
 
 
 def steady_verify_windows(steps: Any) -> tuple[int, float, float]:
