@@ -36,6 +36,28 @@ PLAIN_HORIZON = 1 << 62
 """A closed-form stretch (:mod:`sim.plain_run`) is not bounded ahead: it is timed until the next event."""
 
 
+def mostly_running(iterations: list[int]) -> int:
+    """The most iterations k of a stretch whose requests are expected to run ``iterations``
+    iterations each (m of them, each >= 1) for which at least half its (iteration x
+    request) cells still hold a running request: the largest k with ``sum(min(e, k) for e
+    in iterations) >= m * k / 2``.
+
+    Requests finish at different times: a burst's last admissions decode almost alone
+    long after the others are done, and a stretch's grids cost the same per cell whether
+    its request still runs or not, so past that point a fresh stretch of the requests
+    left costs less. The estimate only decides where one stretch ends and the next
+    begins, which no result depends on (a stretch of any length is exact, INV-7)."""
+    m = len(iterations)
+    done = 0   # the estimates below the segment [e_(j - 1), e_j] of the sorted estimates
+    for j, e in enumerate(sorted(iterations)):
+        # with j requests done the live cells are done + (m - j) k, which fall below
+        # m k / 2 only once more than half are done, at k = 2 done / (2 j - m)
+        if 2 * j > m and 2 * done < (2 * j - m) * e:
+            return 2 * done // (2 * j - m)
+        done += e
+    return 2 * done // m
+
+
 class EngineStretch:
     """The fast-forward of :class:`sim.engine.SimEngine` (a mixin: no state of its own)."""
 
@@ -131,7 +153,8 @@ class EngineStretch:
 
     def _horizon(self, h: SimHandle, t0: float, t_next: float, batch: list[Req]) -> int:
         """How many iterations to compute: enough to reach the next event (or to finish
-        every request of the decode ``batch``), within :data:`MAX_RUN_CELLS`."""
+        every request of the decode ``batch``), within :data:`MAX_RUN_CELLS` and while most
+        of the batch is expected to run (:meth:`_mostly_running`)."""
         cap = max(2, MAX_RUN_CELLS // max(len(batch), 1))
         if math.isfinite(t_next):
             dt = max(self._decode_dt or (h.end - h.start), 1e-9)
@@ -139,7 +162,16 @@ class EngineStretch:
         else:
             left = max((r.max_new_tokens - r.output_len for r in batch), default=1)
             k = left + 3
-        return max(2, min(k, cap))
+        return max(2, min(k, cap, self._mostly_running(batch)))
+
+    def _mostly_running(self, batch: list[Req]) -> int:
+        """:func:`mostly_running` of the iterations each request of ``batch`` is expected to
+        take: its output left over its own mean accept length (1 token a pass without
+        speculative decoding)."""
+        if self.sched.spec:
+            mean = self.acceptance.request_mean
+            return mostly_running([max(1, math.ceil((r.max_new_tokens - r.output_len) / mean(r.rid))) for r in batch])
+        return mostly_running([max(1, r.max_new_tokens - r.output_len) for r in batch])
 
     def _run_costs(self, run: DecodeRun, k: int) -> tuple[np.ndarray, ...]:
         """GPU seconds (c) and host seconds (hs, hl, hp) of a run's first k iterations,

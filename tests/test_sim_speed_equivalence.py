@@ -1041,3 +1041,18 @@ def test_grid_axis_clip_is_the_min_max_clip(axis, q):
     assert got[:2] == (i, i + 1)
     assert got[2] == w or (got[2] != got[2] and w != w)
 
+
+@settings(max_examples=200, deadline=None)
+@given(iterations=st.lists(st.integers(1, 3_000), min_size=1, max_size=300))
+def test_mostly_running_is_the_last_horizon_half_live(iterations):
+    """sim/engine_stretch.py ``mostly_running``: the largest k at which at least half the
+    (iteration x request) cells of a stretch are expected to be live, by brute force."""
+    from specsched.sim.engine_stretch import mostly_running
+
+    m = len(iterations)
+
+    def live(k):
+        return sum(min(e, k) for e in iterations)
+
+    k = mostly_running(iterations)
+    assert k >= min(iterations) and 2 * live(k) >= m * k and 2 * live(k + 1) < m * (k + 1)
