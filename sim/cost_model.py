@@ -268,6 +268,7 @@ class CostModel:
         # pure extend forwards' costs by (extend_lens, prefix_lens): a Poisson run's prefills
         # repeat a few shapes (the cost is a function of those lengths and the profile only)
         self._extend_memo: dict[tuple[tuple[int, ...], tuple[int, ...]], GpuCost] = {}
+        self._rescale_memo: dict[tuple[float, int], float] = {}   # _token_rescale's
         self._sum_host_terms()
 
     # ------------------------------------------------------------ decode / verify
@@ -341,11 +342,7 @@ class CostModel:
         else:
             t = grid(bs_attn, ctx)
             if x_tok != bs_attn:
-                # the c0 column's KV read is each request's, not each query token's: keep it
-                # at the batch's requests when the window rescales the token work, and off
-                # the padded graph rows, which hold no context (SGLang fills their seq_lens
-                # with seq_len_fill_value, 1: cuda_graph_runner.py), under ragged attention
-                t += grid(x_tok, self.c0) - grid(bs_attn, self.c0) + self._c0_read(bs_attn) - self._c0_read(x_tok)
+                t += self._token_rescale(x_tok, bs_attn)
         if self.verify_draft is not None:
             # the grid point read for the token work (x_tok requests x W0 tokens = rows
             # tokens) holds one draft forward over those tokens: a decode runs none
@@ -374,6 +371,22 @@ class CostModel:
                 if g.eager_factor == 1.0 and g.eager_host_issue_s is None:
                     self._eager_unpriced = True
         return t
+
+    def _token_rescale(self, x_tok: float, bs_attn: int) -> float:
+        """What moving the window's token work from ``bs_attn`` to ``x_tok`` rows adds to a
+        step read at the batch's own row: the c0 column's KV read is each request's, not
+        each query token's, so it stays at the batch's requests when the window rescales
+        the token work, and off the padded graph rows, which hold no context (SGLang fills
+        their seq_lens with seq_len_fill_value, 1: cuda_graph_runner.py), under ragged
+        attention. A function of the two row counts alone (no context), memoized: a
+        stretch prices hundreds of contexts at one batch size."""
+        key = (x_tok, bs_attn)
+        v = self._rescale_memo.get(key)
+        if v is None:
+            grid = self.step_grid
+            v = self._rescale_memo[key] = (grid(x_tok, self.c0) - grid(bs_attn, self.c0) + self._c0_read(bs_attn)
+                                           - self._c0_read(x_tok))
+        return v
 
     def _c0_read(self, n: float) -> float:
         """GPU seconds ``n`` requests spend reading the KV of the step grid's first context
