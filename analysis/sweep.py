@@ -64,7 +64,7 @@ from specsched.sim.atomic import target_lock
 from specsched.sim.bundled import scenario_data_path
 from specsched.sim.config import SCENARIO_FILE
 from specsched.sim.errors import ConfigError
-from specsched.sim.grid_range import write_warnings
+from specsched.sim.grid_range import merged
 from specsched.sim.input_files import (
     adopt_streams,
     is_input_file,
@@ -94,6 +94,37 @@ class SweepInterrupted(KeyboardInterrupt):
     def __init__(self, signum: int, report: SweepReport | None = None) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum, self.report = signum, report
+
+
+def point_warnings(notes: Sequence[tuple[Any, str]], points: Sequence[str], most: int = 6) -> list[str]:
+    """The sweep's range warnings (:func:`sim.grid_range.merged`: one per profile, grid and
+    axis, at the largest value any run reached), each naming the points it came from when
+    not every point's runs gave it: a window sweep's "verify window 8 is longer than the 4
+    the acceptance states" read as if every point ran window 8.
+
+    Args:
+        notes: (range note, point key) pairs, the key the JSON of the point's parameters.
+        points: every point's key, in the grid's order.
+        most: points named before the rest are counted.
+
+    Returns:
+        The lines, in :func:`sim.grid_range.merged`'s order."""
+    where: dict[Any, dict[str, None]] = {}
+    for n, key in notes:
+        where.setdefault(n.key, {})[key] = None
+    params = [json.loads(k) for k in points]
+    # the parameters that differ between points name them (an arm or a --set value shared by all does not)
+    varied = [k for k in dict.fromkeys(k for p in params for k in p) if len({json.dumps(p.get(k)) for p in params}) > 1]
+    lines = []
+    for n in merged(n for n, _ in notes):
+        keys = [k for k in points if k in where[n.key]]
+        line = n.line()
+        if varied and len(keys) < len(points):
+            named = ["/".join(f"{k}={json.loads(key).get(k)}" for k in varied) for key in keys[:most]]
+            more = f" and {len(keys) - most} more" if len(keys) > most else ""
+            line += f" (at {len(keys)} of {len(points)} points: {', '.join(named)}{more})"
+        lines.append(line)
+    return lines
 
 
 @dataclass(frozen=True)
@@ -614,10 +645,10 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
         atomic_write_parquet(t, out, meta)
         return t
 
-    notes: list = []
+    notes: list = []   # (range note, the point whose run gave it)
 
     def record(o: RunOutcome) -> None:
-        notes.extend(o.range_notes)
+        notes.extend((n, o.key) for n in o.range_notes)
         if o.ok:
             if o.key in open_loop and o.arrival_span_s is not None and o.metrics is not None:
                 o.metrics[ARRIVAL_SPAN] = o.arrival_span_s
@@ -658,7 +689,8 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
                 sig.hold()  # a second Ctrl-C must not cut the final save short
                 bar.close()
                 # once for the sweep: per grid and axis, the largest value any run reached
-                write_warnings(notes)
+                for line in point_warnings(notes, ids):
+                    print(line, file=sys.stderr)
                 for f in futures:
                     f.cancel()
                 _close(owned, cancel)
