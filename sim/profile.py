@@ -332,6 +332,18 @@ class ExtendSplit(BaseModel):
         return self
 
 
+def _check_token_table(tokens: list[float], values: list[float], name: str) -> None:
+    """A table by extend tokens (:class:`AfterStepRatios`, :class:`LeadTable`): ``tokens`` and
+    ``values`` (called ``name``) of one non-zero length, ``tokens`` strictly increasing.
+
+    Raises:
+        ValueError: saying which (pydantic reports it as the table's validation error)."""
+    if not tokens or len(tokens) != len(values):
+        raise ValueError(f"tokens and {name} need the same non-zero length, got {len(tokens)} and {len(values)}")
+    if any(b <= a for a, b in zip(tokens, tokens[1:], strict=False)):
+        raise ValueError(f"tokens must increase strictly, got {tokens}")
+
+
 class AfterStepRatios(BaseModel):
     """An extend's device time right behind decode or verify steps, as a ratio to the extend
     grid's time (which is timed behind the same extend), by extend tokens:
@@ -348,11 +360,7 @@ class AfterStepRatios(BaseModel):
 
     @model_validator(mode="after")
     def _shape(self) -> AfterStepRatios:
-        if not self.tokens or len(self.tokens) != len(self.ratios):
-            raise ValueError(f"tokens and ratios need the same non-zero length, got {len(self.tokens)} and "
-                             f"{len(self.ratios)}")
-        if any(b <= a for a, b in zip(self.tokens, self.tokens[1:], strict=False)):
-            raise ValueError(f"tokens must increase strictly, got {self.tokens}")
+        _check_token_table(self.tokens, self.ratios, "ratios")
         return self
 
     def at(self, tokens: float) -> float:
@@ -614,11 +622,7 @@ class LeadTable(BaseModel):
 
     @model_validator(mode="after")
     def _shape(self) -> LeadTable:
-        if not self.tokens or len(self.tokens) != len(self.seconds):
-            raise ValueError(f"tokens and seconds need the same non-zero length, got {len(self.tokens)} and "
-                             f"{len(self.seconds)}")
-        if any(b <= a for a, b in zip(self.tokens, self.tokens[1:], strict=False)):
-            raise ValueError(f"tokens must increase strictly, got {self.tokens}")
+        _check_token_table(self.tokens, self.seconds, "seconds")
         return self
 
     def at(self, tokens: float) -> float:
