@@ -106,6 +106,10 @@ def profiles(draw: Any, chain: bool, hostile: bool = False) -> dict[str, Any]:
     }
     if chain:
         gpu["draft_step"] = grid(1e-5, 1e-2, [1.0, 64.0])
+    if draw(st.booleans()):   # an extend behind decode / verify steps at another clock
+        gpu["extend_after_step"] = {k: {"tokens": [64.0, 8192.0], "ratios": [draw(st.floats(0.5, 2.0)),
+                                                                           draw(st.floats(0.5, 2.0))]}
+                                    for k in draw(st.sampled_from([["decode"], ["verify"], ["decode", "verify"]]))}
     if hostile and _rarely(draw, 10):
         del gpu[draw(st.sampled_from(["verify", "decode", "draft_step"] if chain else ["verify", "decode"]))]
     host = {k: draw(st.sampled_from([0.0, 1e-5, 1e-4, 1e-3])) for k in (
