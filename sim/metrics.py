@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,35 +34,50 @@ _DEVIATION_BLOCK = 1 << 15
 """Squared deviations :func:`mean_std` makes at once (a block of numpy's pairwise sum)."""
 
 
+def pairwise_sum(n: int, fill: Callable[[int, np.ndarray], None], buf: np.ndarray) -> np.float64:
+    """``np.add.reduce`` of a contiguous float64 array of ``n`` values without building it:
+    ``fill(lo, out)`` writes the values lo .. lo + len(out) - 1 into ``out`` (a view of
+    ``buf``, at most its size and at least one value).
+
+    numpy reduces a contiguous float64 array as its pairwise sum
+    (numpy/_core/src/umath/loops_utils.h.src ``pairwise_sum``: halve at a multiple of 8
+    until a part of at most 128 values is summed in 8 lanes), which depends on the part's
+    values alone; so the values are made ``buf``'s size at a time into that one buffer,
+    each such part summed by numpy, and the parts' sums added as the halving adds them (a
+    sample-sized temporary costs more to map than to fill: every page of it is fresh
+    memory, docs/performance.md)."""
+    size = buf.size
+
+    def part(lo: int, k: int) -> np.float64:
+        if k <= size:
+            x = buf[:k]
+            fill(lo, x)
+            return np.add.reduce(x)
+        half = k // 2
+        half -= half % 8
+        return part(lo, half) + part(lo + half, k - half)
+
+    return part(0, n)
+
+
 def mean_std(v: np.ndarray) -> tuple[float, float]:
     """``(np.mean(v), np.std(v))`` of a 1-D float64 array, bit for bit numpy's: the same
     operations as numpy/_core/_methods.py ``_mean`` and ``_var`` (one pairwise sum for the
     mean, the deviations squared, their pairwise sum, the square root), computed once for
-    both, without an array of the n squared deviations.
-
-    numpy reduces a contiguous float64 array as 0.0 plus its pairwise sum
-    (numpy/_core/src/umath/loops_utils.h.src ``pairwise_sum``: halve at a multiple of 8
-    until a part of at most 128 values is summed in 8 lanes), which depends on the part's
-    values alone; so the deviations are squared :data:`_DEVIATION_BLOCK` at a time into
-    one buffer, each such part summed by numpy, and the parts' sums added as the halving
-    adds them (a sample's buffer of ~10^6 values costs more to map than to fill; the
-    summary's largest, the burst's ITL sample, is the run's peak of memory).
+    both, without an array of the n squared deviations: they are squared
+    :data:`_DEVIATION_BLOCK` at a time into one buffer (:func:`pairwise_sum`; a sample's
+    buffer of ~10^6 values costs more to map than to fill; the summary's largest, the
+    burst's ITL sample, is the run's peak of memory).
     tests/test_sim_speed_equivalence.py checks it against numpy on both sides of the block."""
     n = v.size
     mean = np.add.reduce(v) / n
-    buf = np.empty(min(n, _DEVIATION_BLOCK))
 
-    def pairwise(lo: int, k: int) -> np.float64:
-        if k <= _DEVIATION_BLOCK:
-            x = buf[:k]
-            np.subtract(v[lo : lo + k], mean, out=x)
-            np.square(x, out=x)
-            return np.add.reduce(x)
-        half = k // 2
-        half -= half % 8
-        return pairwise(lo, half) + pairwise(lo + half, k - half)
+    def squared_deviations(lo: int, x: np.ndarray) -> None:
+        np.subtract(v[lo : lo + x.size], mean, out=x)
+        np.square(x, out=x)
 
-    return float(mean), float(np.sqrt(pairwise(0, n) / n))
+    sq = pairwise_sum(n, squared_deviations, np.empty(min(n, _DEVIATION_BLOCK)))
+    return float(mean), float(np.sqrt(sq / n))
 
 
 def _stats(prefix: str, values_s: np.ndarray, out: dict[str, float], owned: bool = False) -> None:
@@ -191,18 +207,31 @@ def _stats_weighted(prefix: str, values_s: np.ndarray, weights: np.ndarray, out:
     # products are summed by numpy's pairwise add.reduce, not np.dot: BLAS splits a long
     # dot product over its threads, so its last bits depend on the machine's core count
     # (and its idle threads spin, ~4 % of a 10k-request run's CPU)
+    # Each block's products are made in one small buffer and summed as numpy sums the
+    # block (pairwise_sum): the same floats as the block's own temporaries, whose pages
+    # were fresh memory each time (~2,500 page faults of a 10k-request run's ~5,600 here)
+    buf = np.empty(min(v.size, _DEVIATION_BLOCK))
     total = 0.0
     for i in range(0, v.size, 1 << 20):
-        x = v[i : i + (1 << 20)] * 1000.0
-        x *= w[i : i + (1 << 20)]
-        total += float(np.add.reduce(x))
+        vb, wb = v[i : i + (1 << 20)], w[i : i + (1 << 20)]
+
+        def products(lo: int, x: np.ndarray, vb=vb, wb=wb) -> None:
+            np.multiply(vb[lo : lo + x.size], 1000.0, out=x)
+            x *= wb[lo : lo + x.size]
+
+        total += float(pairwise_sum(vb.size, products, buf))
     mean = total / n
     sq = 0.0
     for i in range(0, v.size, 1 << 20):
-        d = v[i : i + (1 << 20)] * 1000.0 - mean
-        d *= d
-        d *= w[i : i + (1 << 20)]
-        sq += float(np.add.reduce(d))
+        vb, wb = v[i : i + (1 << 20)], w[i : i + (1 << 20)]
+
+        def squares(lo: int, d: np.ndarray, vb=vb, wb=wb) -> None:
+            np.multiply(vb[lo : lo + d.size], 1000.0, out=d)
+            d -= mean
+            d *= d
+            d *= wb[lo : lo + d.size]
+
+        sq += float(pairwise_sum(vb.size, squares, buf))
     # order statistics: x -> 1000 x is monotone, so pick in seconds and scale the picks.
     # Each is the value at a rank of the repeated sample (sim/weighted_rank.py: the values
     # of a full sort without sorting every pair; a NaN, whose place no range can hold,

@@ -1056,3 +1056,38 @@ def test_mostly_running_is_the_last_horizon_half_live(iterations):
 
     k = mostly_running(iterations)
     assert k >= min(iterations) and 2 * live(k) >= m * k and 2 * live(k + 1) < m * (k + 1)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.one_of(st.integers(1, 300), st.integers((1 << 15) - 40, (1 << 15) + 40), st.integers(100_000, 1_300_000)),
+       seed=st.integers(0, 2**31), kind=st.sampled_from(["itl", "spread", "zero_weights"]))
+def test_weighted_moments_in_blocks_are_the_whole_arrays(n, seed, kind):
+    """The compact records' ITL mean and std (metrics._stats_weighted) make each block's
+    products and squared deviations a buffer at a time (metrics.pairwise_sum): the same
+    floats as the block-sized temporaries numpy sums whole, below, at and well above the
+    buffer and across the 1 << 20 blocks."""
+    from specsched.sim.metrics import _stats_weighted
+
+    rng = np.random.default_rng(seed)
+    v = rng.random(n) * (0.08 if kind != "spread" else 10.0 ** rng.integers(-6, 3, n))
+    w = rng.integers(0 if kind == "zero_weights" else 1, 9, n).astype(np.int32)
+    if kind == "zero_weights":
+        w[0] = 1
+    keep = w > 0
+    vk, wk = v[keep], w[keep]
+    total = 0.0
+    for i in range(0, vk.size, 1 << 20):
+        x = vk[i : i + (1 << 20)] * 1000.0
+        x *= wk[i : i + (1 << 20)]
+        total += float(np.add.reduce(x))
+    m = int(wk.sum(dtype=np.int64))
+    mean = total / m
+    sq = 0.0
+    for i in range(0, vk.size, 1 << 20):
+        d = vk[i : i + (1 << 20)] * 1000.0 - mean
+        d *= d
+        d *= wk[i : i + (1 << 20)]
+        sq += float(np.add.reduce(d))
+    out: dict[str, float] = {}
+    _stats_weighted("itl", v, w, out)
+    assert out["mean_itl_ms"] == mean and out["std_itl_ms"] == float(np.sqrt(sq / m))
