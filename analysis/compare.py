@@ -35,7 +35,7 @@ from specsched.analysis.stats import (
 )
 from specsched.sim.config import with_value
 from specsched.sim.errors import ConfigError
-from specsched.sim.grid_range import write_warnings
+from specsched.sim.grid_range import write_labelled_warnings
 from tqdm.auto import tqdm
 
 DEFAULT_METRICS = (
@@ -240,7 +240,8 @@ def run_arms(
     finally:
         bar.close()
     # once for the whole comparison: per grid and axis, the largest value any run reached
-    write_warnings(n for o in outcomes for n in o.range_notes)
+    write_labelled_warnings([(n, o.key[1]) for o in outcomes for n in o.range_notes], [sc.arm for sc in scenarios],
+                            "arms")
     rows = []
     samples: Samples = {}
     open_loop = {j for j, sc in enumerate(scenarios) if sc.workload.kind in OPEN_LOOP_KINDS}

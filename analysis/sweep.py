@@ -64,7 +64,7 @@ from specsched.sim.atomic import target_lock
 from specsched.sim.bundled import scenario_data_path
 from specsched.sim.config import SCENARIO_FILE
 from specsched.sim.errors import ConfigError
-from specsched.sim.grid_range import merged
+from specsched.sim.grid_range import write_labelled_warnings
 from specsched.sim.input_files import (
     adopt_streams,
     is_input_file,
@@ -96,35 +96,14 @@ class SweepInterrupted(KeyboardInterrupt):
         self.signum, self.report = signum, report
 
 
-def point_warnings(notes: Sequence[tuple[Any, str]], points: Sequence[str], most: int = 6) -> list[str]:
-    """The sweep's range warnings (:func:`sim.grid_range.merged`: one per profile, grid and
-    axis, at the largest value any run reached), each naming the points it came from when
-    not every point's runs gave it: a window sweep's "verify window 8 is longer than the 4
-    the acceptance states" read as if every point ran window 8.
-
-    Args:
-        notes: (range note, point key) pairs, the key the JSON of the point's parameters.
-        points: every point's key, in the grid's order.
-        most: points named before the rest are counted.
-
-    Returns:
-        The lines, in :func:`sim.grid_range.merged`'s order."""
-    where: dict[Any, dict[str, None]] = {}
-    for n, key in notes:
-        where.setdefault(n.key, {})[key] = None
-    params = [json.loads(k) for k in points]
-    # the parameters that differ between points name them (an arm or a --set value shared by all does not)
-    varied = [k for k in dict.fromkeys(k for p in params for k in p) if len({json.dumps(p.get(k)) for p in params}) > 1]
-    lines = []
-    for n in merged(n for n, _ in notes):
-        keys = [k for k in points if k in where[n.key]]
-        line = n.line()
-        if varied and len(keys) < len(points):
-            named = ["/".join(f"{k}={json.loads(key).get(k)}" for k in varied) for key in keys[:most]]
-            more = f" and {len(keys) - most} more" if len(keys) > most else ""
-            line += f" (at {len(keys)} of {len(points)} points: {', '.join(named)}{more})"
-        lines.append(line)
-    return lines
+def point_labels(points: Sequence[str]) -> dict[str, str]:
+    """Each point's name by the parameters that differ between the points (an arm or a
+    ``--set`` value every point shares does not name one): ``{key: "server.x=1/arm=a"}``,
+    ``points`` the JSON keys of the points' parameters."""
+    params = {k: json.loads(k) for k in points}
+    varied = [k for k in dict.fromkeys(k for p in params.values() for k in p)
+              if len({json.dumps(p.get(k)) for p in params.values()}) > 1]
+    return {key: "/".join(f"{k}={p.get(k)}" for k in varied) for key, p in params.items()}
 
 
 @dataclass(frozen=True)
@@ -689,8 +668,8 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
                 sig.hold()  # a second Ctrl-C must not cut the final save short
                 bar.close()
                 # once for the sweep: per grid and axis, the largest value any run reached
-                for line in point_warnings(notes, ids):
-                    print(line, file=sys.stderr)
+                labels = point_labels(ids)
+                write_labelled_warnings([(n, labels[k]) for n, k in notes], [labels[k] for k in ids], "points")
                 for f in futures:
                     f.cancel()
                 _close(owned, cancel)

@@ -20,7 +20,7 @@ profile, grid and axis, naming the largest value reached and the measured range
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -385,6 +385,39 @@ def write_warnings(notes: Iterable[RangeNote], out: TextIO | None = None) -> lis
     """Write :func:`warning_lines` of ``notes`` to ``out`` (default: the stderr of the
     moment of the call) and return them."""
     lines = warning_lines(notes)
+    stream = sys.stderr if out is None else out
+    for line in lines:
+        print(line, file=stream)
+    return lines
+
+
+def write_labelled_warnings(notes: Sequence[tuple[RangeNote, str]], labels: Sequence[str], what: str,
+                            most: int = 6, out: TextIO | None = None) -> list[str]:
+    """:func:`write_warnings` for a command of several runs (a sweep's points, a comparison's
+    arms): each line names the runs' labels it came from when not every label's runs gave it,
+    so a window sweep's "verify window 8 is longer than the 4 the acceptance states" does not
+    read as if every point ran window 8.
+
+    Args:
+        notes: (range note, the label of the run that gave it) pairs.
+        labels: every label, in the command's order (a label may repeat: counted once).
+        what: what the labels name, plural ("points", "arms").
+        most: labels named before the rest are counted.
+
+    Returns:
+        The lines written, in :func:`merged`'s order."""
+    where: dict[tuple[str, str, str], dict[str, None]] = {}
+    for n, label in notes:
+        where.setdefault(n.key, {})[label] = None
+    every = list(dict.fromkeys(labels))
+    lines = []
+    for n in merged(n for n, _ in notes):
+        gave = [x for x in every if x in where[n.key]]
+        line = n.line()
+        if len(gave) < len(every) and all(every):
+            more = f" and {len(gave) - most} more" if len(gave) > most else ""
+            line += f" (at {len(gave)} of {len(every)} {what}: {', '.join(gave[:most])}{more})"
+        lines.append(line)
     stream = sys.stderr if out is None else out
     for line in lines:
         print(line, file=stream)

@@ -701,21 +701,24 @@ def test_a_sweep_of_rate_bound_points_says_its_highest_throughput_is_the_arrival
     assert "rate-bound" not in saturated
 
 
-def test_sweep_warnings_name_the_points_they_came_from():
+def test_sweep_warnings_name_the_points_they_came_from(capsys):
     """A window sweep's "verify window 8 is longer than the 4 the acceptance states" read as if
     every point ran window 8; a note some points' runs gave names them (the parameters that
     vary), at the largest value any reached; one every point gave names none."""
-    from specsched.analysis.sweep import point_warnings
-    from specsched.sim.grid_range import AcceptanceBeyond
+    from specsched.analysis.sweep import point_labels
+    from specsched.sim.grid_range import AcceptanceBeyond, write_labelled_warnings
 
     pts = [json.dumps({"arm": "base", "server.speculative_num_steps": s}) for s in (1, 3, 5, 7)]
-    notes = [(AcceptanceBeyond(6, 4, 1.0, False), pts[2]), (AcceptanceBeyond(8, 4, 1.0, False), pts[3]),
-             (AcceptanceBeyond(8, 4, 1.0, False), pts[3])]
-    (line,) = point_warnings(notes, pts)
+    labels = point_labels(pts)
+    assert labels[pts[2]] == "server.speculative_num_steps=5"   # the shared arm names none
+    notes = [(AcceptanceBeyond(6, 4, 1.0, False), labels[pts[2]]), (AcceptanceBeyond(8, 4, 1.0, False), labels[pts[3]]),
+             (AcceptanceBeyond(8, 4, 1.0, False), labels[pts[3]])]
+    (line,) = write_labelled_warnings(notes, list(labels.values()), "points")
     assert "verify window 8 is longer than the 4" in line
     assert line.endswith("(at 2 of 4 points: server.speculative_num_steps=5, server.speculative_num_steps=7)")
-    every = [(AcceptanceBeyond(8, 4, 1.0, False), p) for p in pts]
-    assert "points" not in point_warnings(every, pts)[0]
-    many = [json.dumps({"x": i}) for i in range(10)]
-    line = point_warnings([(AcceptanceBeyond(8, 4, 1.0, False), p) for p in many[:9]], many, most=2)[0]
-    assert line.endswith("(at 9 of 10 points: x=0, x=1 and 7 more)")
+    assert capsys.readouterr().err.strip() == line
+    every = [(AcceptanceBeyond(8, 4, 1.0, False), x) for x in labels.values()]
+    assert "points" not in write_labelled_warnings(every, list(labels.values()), "points")[0]
+    many = [f"x={i}" for i in range(10)]
+    line = write_labelled_warnings([(AcceptanceBeyond(8, 4, 1.0, False), x) for x in many[:9]], many, "arms", most=2)[0]
+    assert line.endswith("(at 9 of 10 arms: x=0, x=1 and 7 more)")
