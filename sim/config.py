@@ -478,7 +478,9 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any],
             for e in errors):
         # a scalar that fits no branch of ``int | LengthDist``: the key is the union's, not ``num_turns.int``
         loc = loc[:-1]
-    key = ".".join(str(x) for x in loc) or "<top level>"
+    if len(loc) >= 2 and loc[-1] == "[key]":   # a mapping's key itself (pydantic: ``...prefill.[key]``)
+        loc = loc[:-2] + (f"[{loc[-2]!r}]",)
+    key = ".".join(str(x) for x in loc).replace(".[", "[") or "<top level>"
     value: Any = first.get("input", "<missing>")
     msg = first["msg"].removeprefix("Value error, ")
     bound = _BOUNDS.get(first["type"])

@@ -177,3 +177,21 @@ def test_invariant_collapsed_stretches_keep_the_last_forward(rate, n, spec, deco
     # times to 1e-12: the collapsed timelines add the same durations in another order
     assert_same_run(SimEngine(sc, prof, fast_forward=False).run(), SimEngine(sc, prof, fast_forward=True).run(),
                     rel=1e-12)
+
+
+def test_a_bad_lead_kind_in_a_profile_file_is_one_line_naming_the_key(tmp_path, capsys):
+    """A lead the table does not know (``prefill``) was said as ``...prefill.[key] =``
+    (pydantic's location of a mapping's key); now ``gpu.extend_after_step['prefill']``."""
+    import yaml
+
+    from specsched.cli import main
+
+    prof = tiny_profile().model_dump(mode="json", exclude_none=True)
+    prof["gpu"]["extend_after_step"] = {"prefill": {"tokens": [64.0], "ratios": [0.9]}}
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(prof))
+    sc = make_scenario(PLAIN).model_dump(mode="json", exclude_none=True) | {"profile": str(tmp_path / "p.yaml")}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(sc))
+    assert main(["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("p.yaml: gpu.extend_after_step['prefill'] = 'prefill': allowed: decode, verify"), err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "o").exists()
