@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from specsched.sim import seed_streams
 from specsched.sim.admission import make_policy
-from specsched.sim.cost_model import CostModel, GpuCost
+from specsched.sim.cost_model import CostModel, GpuCost, attention_context
 from specsched.sim.device_tokens import DeviceTokens
 from specsched.sim.grid_range import RangeNote
 from specsched.sim.plan import BatchPlan, ForwardMode, StepOutput
@@ -131,6 +131,48 @@ def dp_attention_weight_read_s(profile, dp_size: int) -> float:
 
     eff = (a.get("efficiency") or {}).get("hbm", Efficiency.model_fields["hbm"].default)
     return extra / (bw * 1e12 * eff)
+
+
+class RankAttention:
+    """An extend's attention under DP attention, for an analytic profile of the TP group:
+    each rank attends its own requests' tokens with ``tp / dp`` attention-TP GPUs
+    (``num_heads // attn_tp_size`` heads on each: models/deepseek_v2.py, qwen3_moe.py), while
+    the group's extend grid spreads every token's attention over all ``tp`` GPUs. The two
+    agree when the ranks extend equal work; a lone long prompt on one rank costs that rank
+    ``dp`` times the grid's attention (a 32K-token prompt of DeepSeek-V3 on 8 x H200 at dp 8:
+    5.2 s of attention on its rank's GPU, 0.65 s spread over eight).
+
+    Built from the profile's ``analytic`` section (model, GPU, TP, dtype, efficiency), priced
+    by the roofline's own attention term (sim/analytic/roofline.py ``extend``,
+    ``ForwardCost.attention_s``)."""
+
+    def __init__(self, analytic: dict, dp_size: int) -> None:
+        from specsched.sim.analytic.gpus import GpuSpec
+        from specsched.sim.analytic.models import ModelArch
+        from specsched.sim.analytic.roofline import Efficiency, Parallel, extend
+
+        self._extend = extend
+        self.arch, self.gpu = ModelArch.model_validate(analytic["model"]), GpuSpec.model_validate(analytic["gpu"])
+        self.eff = Efficiency.model_validate(analytic["efficiency"])
+        tp, dtype = int(analytic["tp"]), analytic["dtype"]
+        self.group_par, self.rank_par = Parallel(tp=tp, dtype=dtype), Parallel(tp=tp // dp_size, dtype=dtype)
+
+    def _attention_s(self, par, lens: list[int], prefixes: list[int]) -> float:
+        tokens = sum(lens)
+        if tokens <= 0:
+            return 0.0
+        keys = attention_context(lens, prefixes)
+        return self._extend(self.arch, self.gpu, par, self.eff, tokens, keys).attention_s
+
+    def extra_s(self, ranks: list[tuple[list[int], list[int]]]) -> float:
+        """Seconds the slowest rank's own attention adds over what the group's extend grid
+        gives every GPU for all ranks' tokens (0 when the ranks are balanced or the grid's
+        share is larger). ``ranks``: per rank with extend rows, (extend lengths, prefixes)."""
+        lens = [e for r in ranks for e in r[0]]
+        pre = [q for r in ranks for q in r[1]]
+        spread = self._attention_s(self.group_par, lens, pre)
+        own = max((self._attention_s(self.rank_par, e, q) for e, q in ranks), default=0.0)
+        return max(0.0, own - spread)
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,6 +410,9 @@ class DPCost:
         self.kv_ratio = tp_group_kv_ratio(cost.profile, dp_size)
         self.attn_weight_s = dp_attention_weight_read_s(cost.profile, dp_size)
         self.group = None
+        # a rank's extend attention on its own tp / dp GPUs (analytic TP-group profiles)
+        self.rank_attention = (RankAttention(cost.profile.analytic, dp_size)
+                               if self.kv_ratio is not None and cost.profile.analytic else None)
         if self.kv_ratio is not None:
             # the group's graphs: each rank's captured sizes (clamped to its running limit) x dp
             srv, sizes = cost.server, cost.server.graph_batch_sizes
@@ -411,8 +456,9 @@ class DPCost:
         by :func:`tp_group_kv_ratio` (GQA heads sharded over fewer ranks; 1 for MLA, whose
         latent every rank reads whole either way). Decode/verify: the group's step at
         ``dp x`` the largest rank batch, at the context giving the slowest rank's KV bytes.
-        Extends: one extend forward over every rank's rows (attention FLOPs per GPU are the
-        same when the ranks are balanced)."""
+        Extends: one extend forward over every rank's rows, plus what the slowest rank's own
+        attention on its ``tp / dp`` GPUs adds over the grid's share (:class:`RankAttention`:
+        the same when the ranks are balanced, ``dp`` times the grid's for a lone prompt)."""
         live = [p for _, p in plan.live]
         if plan.num_extend == 0 and part == "main":
             b = max(p.batch_size for p in live)
@@ -425,17 +471,23 @@ class DPCost:
         if plan.num_extend == plan.batch_size or (not self.cost.spec and plan.mode is ForwardMode.MIXED):
             ext = [(p.extend_lens[i], p.prefix_lens[i]) for p in live for i in range(p.num_extend)]
             dec = [(p.extend_lens[i], p.prefix_lens[i]) for p in live for i in range(p.num_extend, p.batch_size)]
+            # each rank attends its own extend rows on its tp / dp GPUs (RankAttention)
+            extra = (self.rank_attention.extra_s([(list(p.extend_lens[:p.num_extend]), list(p.prefix_lens[:p.num_extend]))
+                                                  for p in live if p.num_extend])
+                     if part == "main" and self.rank_attention is not None else 0.0)
             if dec and not self.group.mixed_split:
                 # the running rows' tokens ride in the group's extend; each rank reads its own
                 # rows' KV, as its decode step would: the slowest rank's, over dp x its rows
                 b = max(p.batch_size - p.num_extend for p in live)
                 kv = max(sum(p.prefix_lens[p.num_extend:]) for p in live) * self.kv_ratio
                 return GpuCost(self.group.mixed_extend_s(tuple(e for e, _ in ext), tuple(q for _, q in ext),
-                                                         tuple(q for _, q in dec), read=(self.dp * b, kv / (self.dp * b))))
+                                                         tuple(q for _, q in dec), read=(self.dp * b, kv / (self.dp * b)))
+                               + extra)
             rows = ext + dec
             merged = BatchPlan(plan.step, plan.mode, tuple(range(len(rows))), tuple(r[0] for r in rows),
                                tuple(r[1] for r in rows), num_extend=len(ext))
-            return self.group.gpu(merged, part, cross_queue)
+            cost = self.group.gpu(merged, part, cross_queue)
+            return GpuCost(cost.extend_s + extra, cost.decode_s, cost.penalty_s)
         return None
 
     def after_step_ratio(self, plan: GroupPlan, previous: ForwardMode | None) -> float:

@@ -273,3 +273,52 @@ def test_standalone_drafter_under_dp_attention_is_refused(where):
                                                                 "decode": {"instances": 1, "server": dp}}})
     ServerArgs.model_validate({**sa, "speculative_algorithm": "eagle", **dp})
     ServerArgs.model_validate(sa)
+
+
+def test_a_lone_long_prompt_under_dp_attention_pays_its_rank_s_own_attention():
+    """DP attention at dp = tp leaves each rank one GPU of attention TP (``num_heads //
+    attn_tp_size`` heads on it), so a lone prompt's attention runs on its rank's GPU: the
+    group's extend grid spread it over every GPU, and a 32K-token prompt of DeepSeek-V3 on 8 x
+    H200 cost a third of its rank's attention alone (reported by a reviewer). Balanced ranks
+    cost what the grid says; one rank extending alone costs about ``dp`` times the grid's
+    attention share; a rank's extra never goes below zero."""
+    from specsched.sim.analytic.gpus import load_gpu
+    from specsched.sim.analytic.models import load_model
+    from specsched.sim.analytic.writer import build_profile
+    from specsched.sim.dp_attention import RankAttention
+    from specsched.sim.profile import Profile
+
+    prof = Profile.model_validate(build_profile(load_model("deepseek-v3"), load_gpu("H200"), 8, "fp8"))
+    ra = RankAttention(prof.analytic, 8)
+    spread = ra._attention_s(ra.group_par, [8192], [24_000])
+    lone = ra.extra_s([([8192], [24_000])])
+    assert lone == pytest.approx(ra._attention_s(ra.rank_par, [8192], [24_000]) - spread)
+    assert lone > 5 * spread   # about 7 x the grid's share (dp - 1), not 0
+    balanced = ra.extra_s([([1024], [3000])] * 8)
+    assert balanced == pytest.approx(0.0, abs=0.02 * ra._attention_s(ra.rank_par, [1024], [3000]))
+    assert ra.extra_s([]) == 0.0
+
+
+def test_dp_attention_prefill_of_one_long_prompt_is_slower_than_tp():
+    """End to end (analytic DeepSeek-V3, 8 x H200): the TTFT of a lone 16K-token prompt under DP
+    attention 8 is more than twice TP8's: the rank's own attention on its one GPU (about 1.4 s
+    at 16K tokens) against the whole prefill spread over eight (about 0.5 s)."""
+    from specsched.sim.analytic.gpus import load_gpu
+    from specsched.sim.analytic.models import load_model
+    from specsched.sim.analytic.writer import build_profile
+    from specsched.sim.profile import Profile
+
+    prof = Profile.model_validate(build_profile(load_model("deepseek-v3"), load_gpu("H200"), 8, "fp8"))
+
+    def ttft(dp: bool, n: int) -> float:
+        server = {"speculative_algorithm": "none", "speculative_num_draft_tokens": 1, "tp_size": 8,
+                  "max_running_requests": 64, "chunked_prefill_size": 8192, "max_prefill_tokens": 16384,
+                  "max_total_num_tokens": 400_000}
+        if dp:
+            server |= {"enable_dp_attention": True, "dp_size": 8}
+        sc = make_scenario(server, {"kind": "burst", "num_requests": n, "input_len": {"kind": "fixed", "value": 16384},
+                                    "output_len": {"kind": "fixed", "value": 4}})
+        return float(SimEngine(sc, prof).run().requests.ttft_s.max())
+
+    tp1, dp1 = ttft(False, 1), ttft(True, 1)
+    assert dp1 > 2 * tp1
