@@ -153,7 +153,7 @@ class RankAttention:
 
         self._extend = extend
         self.arch, self.gpu = ModelArch.model_validate(analytic["model"]), GpuSpec.model_validate(analytic["gpu"])
-        self.eff = Efficiency.model_validate(analytic["efficiency"])
+        self.eff = Efficiency.model_validate(analytic.get("efficiency") or {})
         tp, dtype = int(analytic["tp"]), analytic["dtype"]
         self.group_par, self.rank_par = Parallel(tp=tp, dtype=dtype), Parallel(tp=tp // dp_size, dtype=dtype)
 
@@ -410,9 +410,11 @@ class DPCost:
         self.kv_ratio = tp_group_kv_ratio(cost.profile, dp_size)
         self.attn_weight_s = dp_attention_weight_read_s(cost.profile, dp_size)
         self.group = None
-        # a rank's extend attention on its own tp / dp GPUs (analytic TP-group profiles)
-        self.rank_attention = (RankAttention(cost.profile.analytic, dp_size)
-                               if self.kv_ratio is not None and cost.profile.analytic else None)
+        # a rank's extend attention on its own tp / dp GPUs (analytic TP-group profiles whose
+        # section names the model and GPU, as `specsched profile --analytic` writes it)
+        a = cost.profile.analytic or {}
+        self.rank_attention = (RankAttention(a, dp_size) if self.kv_ratio is not None and a.get("model")
+                               and a.get("gpu") and a.get("tp") and a.get("dtype") else None)
         if self.kv_ratio is not None:
             # the group's graphs: each rank's captured sizes (clamped to its running limit) x dp
             srv, sizes = cost.server, cost.server.graph_batch_sizes
