@@ -279,7 +279,7 @@ def test_a_lone_long_prompt_under_dp_attention_pays_its_rank_s_own_attention():
     """DP attention at dp = tp leaves each rank one GPU of attention TP (``num_heads //
     attn_tp_size`` heads on it), so a lone prompt's attention runs on its rank's GPU: the
     group's extend grid spread it over every GPU, and a 32K-token prompt of DeepSeek-V3 on 8 x
-    H200 cost a third of its rank's attention alone (reported by a reviewer). Balanced ranks
+    H200 cost a third of its rank's attention alone. Balanced ranks
     cost what the grid says; one rank extending alone costs about ``dp`` times the grid's
     attention share; a rank's extra never goes below zero."""
     from specsched.sim.analytic.gpus import load_gpu
