@@ -493,6 +493,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
         if lead := h.get(key):
             print(f"{label} idle lead: " + ", ".join(f"{t:g} tok {s * 1e3:.3f} ms"
                                                      for t, s in zip(lead["tokens"], lead["seconds"], strict=True)))
+    for lead, table in (g.get("extend_after_step") or {}).items():
+        print(f"extend after {lead} steps: " + ", ".join(f"{t:g} tok x{r:.3f}"
+                                                       for t, r in zip(table["tokens"], table["ratios"], strict=True)))
     print(f"profiled in {time.perf_counter() - t0:.1f} s; wrote {out}")
     if (warning := grid_warning(d, args.repeats)) is not None:
         print(warning, file=sys.stderr)

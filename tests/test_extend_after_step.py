@@ -195,3 +195,29 @@ def test_a_bad_lead_kind_in_a_profile_file_is_one_line_naming_the_key(tmp_path, 
     err = capsys.readouterr().err.strip()
     assert err.endswith("p.yaml: gpu.extend_after_step['prefill'] = 'prefill': allowed: decode, verify"), err
     assert len(err.splitlines()) == 1 and not (tmp_path / "o").exists()
+
+
+def test_profile_command_writes_and_prints_the_ratios(monkeypatch, tmp_path, capsys):
+    """``specsched profile`` (the GPU phase faked on CPU, where it cannot run): the table is
+    written as ratios over the extend grid's first column, with its provenance, the profile
+    loads, and the command prints one line per lead."""
+    import yaml
+    from specsched.runtime.profile_gpu import GpuPhases
+    from specsched.sim.profile import Profile
+
+    from tests.conftest import profile_with_faked_idle_lead
+
+    def fake(self):   # the medians a GPU would give: 0.9 and 1.1 x the grid's own point
+        self.after_tokens, self.after_lead = [16, 64], "decode steps and spec cycles (faked)"
+        self.after_step_s = {lead: [(t, f * self.ext_s[self.ext_x.index(t)][0]) for t in (16, 64)]
+                             for lead, f in (("decode", 0.9), ("verify", 1.1))}
+
+    monkeypatch.setattr(GpuPhases, "extend_after_phase", fake)
+    out = profile_with_faked_idle_lead(monkeypatch, tmp_path, GpuPhases._idle_lead, "16,64")
+    text = capsys.readouterr().out
+    assert "extend after decode steps: 16 tok x0.900, 64 tok x0.900" in text
+    assert "extend after verify steps: 16 tok x1.100, 64 tok x1.100" in text
+    d = yaml.safe_load(out.read_text())
+    assert d["gpu"]["extend_after_step"]["decode"]["ratios"] == [pytest.approx(0.9, rel=1e-4)] * 2
+    assert "faked" in d["provenance"]["gpu.extend_after_step"]
+    assert Profile.model_validate(d).gpu.extend_after_step["verify"].at(40) == pytest.approx(1.1, rel=1e-4)
