@@ -364,9 +364,9 @@ class Harness:
         # the extend grid's rows: every bucket an extend between them replays (extend_grid_tokens)
         self.ext_x = extend_grid_tokens(self.ext_x, self.prefill_buckets)
         self.split_layouts = split_layouts(self.ext_x, self.ext_prefixes, self.prompt)
-        # the extend-after-step phase's token counts (profile_gpu.extend_after_phase)
-        self.after_tokens = (sorted(t for t in set(self.extend_tokens_given) if t in self.ext_x)
-                             if self.extend_lead_s > 0 and dev.is_gpu else [])
+        # the extend-after-step phase's token counts (profile_gpu.extend_after_phase): the
+        # --extend-tokens given, each a row of the grid (extend_grid_tokens keeps them)
+        self.after_tokens = list(self.extend_tokens_given) if self.extend_lead_s > 0 and dev.is_gpu else []
         n_tasks = sum(self.task_counts().values())
         self.budget = _Budget(budget_s, n_tasks)
         self.queue_full: list[str] = []  # calls never queued whole behind a busy GPU (profile_gpu._issued_as_run)

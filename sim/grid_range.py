@@ -384,7 +384,11 @@ def warning_lines(notes: Iterable[RangeNote]) -> list[str]:
 def write_warnings(notes: Iterable[RangeNote], out: TextIO | None = None) -> list[str]:
     """Write :func:`warning_lines` of ``notes`` to ``out`` (default: the stderr of the
     moment of the call) and return them."""
-    lines = warning_lines(notes)
+    return _print_lines(warning_lines(notes), out)
+
+
+def _print_lines(lines: list[str], out: TextIO | None) -> list[str]:
+    """Print ``lines`` to ``out`` (default: the stderr of the moment of the call); return them."""
     stream = sys.stderr if out is None else out
     for line in lines:
         print(line, file=stream)
@@ -418,7 +422,4 @@ def write_labelled_warnings(notes: Sequence[tuple[RangeNote, str]], labels: Sequ
             more = f" and {len(gave) - most} more" if len(gave) > most else ""
             line += f" (at {len(gave)} of {len(every)} {what}: {', '.join(gave[:most])}{more})"
         lines.append(line)
-    stream = sys.stderr if out is None else out
-    for line in lines:
-        print(line, file=stream)
-    return lines
+    return _print_lines(lines, out)
