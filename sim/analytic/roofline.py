@@ -303,6 +303,29 @@ def expert_params(arch: ModelArch, tp: int) -> float:
     return 3 * arch.hidden_size * arch.moe_intermediate_size / tp
 
 
+def routed_experts_s(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, tokens: float,
+                     routed: float | None = None) -> float:
+    """Seconds of one forward's routed experts on one rank (0 for a dense model): the GEMMs of
+    ``tokens`` rows (``2 x tokens x k x params``) or the weights of the experts they pick,
+    read once, whichever is longer, in every MoE layer.
+
+    The experts read are the distinct ones among ``routed`` independent top-k draws (expected
+    ``E (1 - (1 - k/E)^routed)`` of ``E``): ``tokens`` by default, every row routed as a token
+    of its own. Rows that compute the same hidden state pick the same top-k and count as one
+    draw (padded rows of a DP-attention gather: sim/dp_attention.py :func:`moe_rows`)."""
+    if not arch.is_moe:
+        return 0.0
+    t = tokens
+    n = t if routed is None else routed
+    e, k = arch.num_experts, arch.experts_per_token
+    active = e * (1 - (1 - k / e) ** n)
+    ep = expert_params(arch, par.tp)
+    ewb = weight_bytes_per_element(arch, par, routed=True)
+    peak_experts = gpu.peak_flops(gemm_dtype(par.dtype, routed=True)) * eff.matmul
+    bw = gpu.hbm_tbps * 1e12 * eff.hbm
+    return arch.moe_layers * max(2 * t * k * ep / peak_experts, ewb * active * ep / bw)
+
+
 def weights_bytes(arch: ModelArch, par: Parallel) -> float:
     """All weights one rank holds (bytes): layers, every routed expert, embedding and LM head
     (vocab-parallel)."""
@@ -429,7 +452,6 @@ def forward_cost(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, 
     tp = par.tp
     t = max(tokens, 1.0)
     peak_mm = gpu.peak_flops(gemm_dtype(par.dtype, routed=False)) * eff.matmul
-    peak_experts = gpu.peak_flops(gemm_dtype(par.dtype, routed=True)) * eff.matmul
     # the LM head stays bf16 under every weight format: it is a VocabParallelEmbedding, which
     # SGLang 0.5.23's quantization configs give no quantized method (layers/quantization/
     # fp8.py Fp8Config.get_quant_method covers LinearBase and FusedMoE only; the 4-bit ones
@@ -450,13 +472,7 @@ def forward_cost(arch: ModelArch, gpu: GpuSpec, par: Parallel, eff: Efficiency, 
     act_bytes = t * L * BF16 * (12 * h + 3 * mlp_width / tp)
     linear_s = max(2 * t * lin_params / peak_mm, (wb * lin_params + act_bytes) / bw)
 
-    experts_s = 0.0
-    if arch.is_moe:
-        e, k = arch.num_experts, arch.experts_per_token
-        active = e * (1 - (1 - k / e) ** t)
-        ep = expert_params(arch, tp)
-        ewb = weight_bytes_per_element(arch, par, routed=True)
-        experts_s = arch.moe_layers * max(2 * t * k * ep / peak_experts, ewb * active * ep / bw)
+    experts_s = routed_experts_s(arch, gpu, par, eff, t)
 
     heads = arch.num_heads / tp
     eff_keys = kv_entries(arch, keys)
