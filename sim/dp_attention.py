@@ -133,6 +133,116 @@ def dp_attention_weight_read_s(profile, dp_size: int) -> float:
     return extra / (bw * 1e12 * eff)
 
 
+CUSTOM_ALL_REDUCE_V2_MAX_BYTES = 16 * 1024 * 1024
+"""The largest buffer SGLang 0.5.23's custom all-reduce takes (environ.py
+``SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB``, 16 x 1024 KiB; the all-reduce is on by default,
+``SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2``): a decode gather of every rank's bf16 hidden states
+that fits it runs SUM_LEN (layers/dp_attention.py ``_decode_sum_len_fits_custom_all_reduce``)."""
+
+
+def decode_pads_to_max_len(tokens: list[int], spec: bool, row_bytes: int) -> bool:
+    """Whether a decode or verify forward of the DP group pads every rank to the largest rank's
+    tokens before the gather (MAX_LEN) rather than gathering each rank's own (SUM_LEN), as
+    SGLang 0.5.23 chooses (layers/dp_attention.py ``DpPaddingMode.get_dp_padding_mode``, no
+    extend in the batch): SUM_LEN when every rank has tokens, no speculative algorithm runs and
+    the summed hidden states (``row_bytes`` a token) fit the custom all-reduce
+    (``_decode_sum_len_fits_custom_all_reduce``, :data:`CUSTOM_ALL_REDUCE_V2_MAX_BYTES`); else
+    the cheaper collective: MAX_LEN when ``2 x sum >= max x dp``.
+
+    ``tokens``: each rank's token count as gathered (aligned to the attention TP size)."""
+    if min(tokens) > 0 and not spec and sum(tokens) * row_bytes <= CUSTOM_ALL_REDUCE_V2_MAX_BYTES:
+        return False
+    return 2 * sum(tokens) >= max(tokens) * len(tokens)
+
+
+def moe_rows(tokens: list[int], align: int, graph_rows: int | None, spec: bool, row_bytes: int) -> tuple[int, int]:
+    """(rows every GPU's MoE runs, independent top-k draws among them) for one decode or verify
+    forward of the DP group, from each rank's tokens (0: an idle rank).
+
+    What SGLang 0.5.23 gathers into the MoE (TP MoE, the default ``moe_a2a_backend`` none):
+
+    - The model pads each rank's batch with zero rows (input id 0, position 0, the padding
+      request row 0 whose KV slot is 0) to its gathered length: its token count aligned to the
+      attention TP size ``tp / dp``, and in MAX_LEN mode (:func:`decode_pads_to_max_len`) the
+      largest rank's (model_executor/forward_batch_info.py ``prepare_mlp_sync_batch``,
+      ``_pad_inputs_to_size``).
+    - A replayed decode graph runs every rank at the captured size above the largest rank's
+      request count, ``graph_rows`` tokens a rank (model_executor/runner/decode_cuda_graph_runner.py
+      ``load_batch``, ``_max_dp_batch_size``; the graphs' gather counts are filled with the
+      padded size, cuda_graph_buffer_registry.py ``_global_num_tokens_post_fill``). Rows past a
+      rank's own are not refilled: ``input_ids`` is a FOREACH_COPY slot, its tail whatever an
+      earlier replay on that rank left there (positions, request rows and KV slots are zeroed).
+      Eager (``graph_rows`` None): each rank's gathered length only.
+    - No padded row is masked from routing: ``ForwardBatch.moe_num_token_non_padded`` is None
+      when ``attn_dp_size != 1``, the TP path (models/deepseek_v2.py ``forward_normal``) calls
+      the top-k with no bound, and the pad masks are ROCm's (deepseek_common/moe_transport.py
+      ``_mask_dp_pad_rows``) or behind SGLANG_OPT_MASK_DP_PAD_MOE (off) with expert
+      parallelism (token_dispatcher/standard.py). Every row picks its top-k and the experts it
+      picks are read.
+
+    So the zero rows compute one hidden state (the same token at the same position attending
+    the KV it wrote to slot 0) and pick the same top-k: they count as one draw, or, on a rank
+    whose graph also pads stale rows (whose KV lands in the same slot 0), one draw per such rank.
+    Stale rows hold earlier tokens of their rank, different ones once the server has run a
+    while: each counts as a draw, as a real token does. At one request on one of eight ranks
+    (SUM_LEN: 2 < 8) the seven other ranks each run one stale row: eight rows, eight draws."""
+    a = [-(-n // align) * align for n in tokens]
+    target = [max(a)] * len(a) if decode_pads_to_max_len(a, spec, row_bytes) else a
+    if graph_rows is None:
+        rows, stale = sum(target), [0] * len(a)
+    else:
+        per_rank = max(graph_rows, max(target))
+        rows, stale = per_rank * len(a), [per_rank - t for t in target]
+    zero = [t - n for t, n in zip(target, tokens, strict=True)]
+    shared = any(z and not s for z, s in zip(zero, stale, strict=True))
+    own = sum(1 for z, s in zip(zero, stale, strict=True) if z and s)
+    return rows, sum(tokens) + sum(stale) + int(shared) + own
+
+
+class PadRouting:
+    """The routed experts' weight reads of a DP group's decode or verify forward, for an analytic
+    MoE profile of the TP group: the group's step grid prices its rows as independently routed
+    tokens (sim/analytic/roofline.py :func:`~sim.analytic.roofline.routed_experts_s`), while
+    padded rows that compute the same hidden state pick the same experts (:func:`moe_rows`).
+    :meth:`saving_s` is what the grid's read holds beyond the experts the rows pick.
+
+    Built from the profile's ``analytic`` section (model, GPU, TP, dtype, efficiency) as
+    :class:`RankAttention` is; ``cost`` is the per-rank cost model (its captured graph sizes,
+    verify window and speculative algorithm)."""
+
+    def __init__(self, analytic: dict, dp_size: int, cost: CostModel) -> None:
+        from specsched.sim.analytic.gpus import GpuSpec
+        from specsched.sim.analytic.models import ModelArch
+        from specsched.sim.analytic.roofline import Efficiency, Parallel
+
+        self.arch, self.gpu = ModelArch.model_validate(analytic["model"]), GpuSpec.model_validate(analytic["gpu"])
+        self.eff = Efficiency.model_validate(analytic.get("efficiency") or {})
+        tp = int(analytic["tp"])
+        self.par, self.align = Parallel(tp=tp, dtype=analytic["dtype"]), tp // dp_size
+        # the DP gather buffer holds bf16 hidden states (layers/dp_attention.py set_metadata)
+        self.row_bytes = 2 * self.arch.hidden_size
+        self.cost = cost
+
+    def rows(self, plan: GroupPlan) -> tuple[int, int]:
+        """:func:`moe_rows` of the group's decode or verify forward ``plan``."""
+        w = self.cost.window
+        loads = [p.batch_size if p is not None else 0 for p in plan.parts]
+        pad = self.cost.padded_batch(max(loads))
+        return moe_rows([n * w for n in loads], self.align, None if pad is None else pad * w, self.cost.spec,
+                        self.row_bytes)
+
+    def saving_s(self, plan: GroupPlan, priced_rows: int) -> float:
+        """Seconds of expert weight reads the group's step at ``priced_rows`` tokens holds for
+        rows that pick no experts of their own (0 when every priced row is routed on its own)."""
+        from specsched.sim.analytic.roofline import routed_experts_s
+
+        routed = self.rows(plan)[1]
+        if routed >= priced_rows:
+            return 0.0
+        args = (self.arch, self.gpu, self.par, self.eff, float(priced_rows))
+        return routed_experts_s(*args) - routed_experts_s(*args, routed=float(routed))
+
+
 class RankAttention:
     """An extend's attention under DP attention, for an analytic profile of the TP group:
     each rank attends its own requests' tokens with ``tp / dp`` attention-TP GPUs
@@ -415,6 +525,9 @@ class DPCost:
         a = cost.profile.analytic or {}
         self.rank_attention = (RankAttention(a, dp_size) if self.kv_ratio is not None and a.get("model")
                                and a.get("gpu") and a.get("tp") and a.get("dtype") else None)
+        # padded rows that route alike (analytic MoE profiles of the TP group)
+        self.pad_routing = (PadRouting(a, dp_size, cost) if self.rank_attention is not None
+                            and (a["model"].get("num_experts") or 0) > 0 else None)
         if self.kv_ratio is not None:
             # the group's graphs: each rank's captured sizes (clamped to its running limit) x dp
             srv, sizes = cost.server, cost.server.graph_batch_sizes
@@ -457,8 +570,9 @@ class DPCost:
         requests with ``tp / dp`` attention-TP ranks, so a request's KV read on one GPU grows
         by :func:`tp_group_kv_ratio` (GQA heads sharded over fewer ranks; 1 for MLA, whose
         latent every rank reads whole either way). Decode/verify: the group's step at
-        ``dp x`` the largest rank batch, at the context giving the slowest rank's KV bytes.
-        Extends: one extend forward over every rank's rows, plus what the slowest rank's own
+        ``dp x`` the largest rank batch, at the context giving the slowest rank's KV bytes,
+        less the expert weights it reads for padded rows that pick the same experts as one
+        another (:class:`PadRouting`, MoE models). Extends: one extend forward over every rank's rows, plus what the slowest rank's own
         attention on its ``tp / dp`` GPUs adds over the grid's share (:class:`RankAttention`:
         the same when the ranks are balanced, ``dp`` times the grid's for a lone prompt)."""
         live = [p for _, p in plan.live]
@@ -468,6 +582,9 @@ class DPCost:
             bs = self.dp * b
             # + the attention weights each GPU holds split over tp / dp, read by every step
             t = self.group.step_s(bs, kv / bs) + self.attn_weight_s
+            if self.pad_routing is not None:
+                # - the experts the grid reads for padded rows that pick the same top-k
+                t -= self.pad_routing.saving_s(plan, (self.group.padded_batch(bs) or bs) * self.cost.window)
             pen = self.group.h.cross_queue_penalty_s if cross_queue and b <= self.cost.graph_max else 0.0
             return GpuCost(0.0, t, pen)
         if plan.num_extend == plan.batch_size or (not self.cost.spec and plan.mode is ForwardMode.MIXED):

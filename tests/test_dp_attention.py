@@ -322,3 +322,80 @@ def test_dp_attention_prefill_of_one_long_prompt_is_slower_than_tp():
 
     tp1, dp1 = ttft(False, 1), ttft(True, 1)
     assert dp1 > 2 * tp1
+
+
+def test_moe_rows_follow_sglang_dp_padding():
+    """Rows each GPU's MoE runs under DP attention, and how many of them pick their experts on
+    their own (sim/dp_attention.py moe_rows). Zero rows (forward_batch_info.py
+    prepare_mlp_sync_batch pads a rank to its gathered length with input id 0 at position 0)
+    compute one hidden state and pick one top-k; rows a replayed graph pads past a rank's own
+    hold the rank's earlier tokens (decode_cuda_graph_runner.py: input_ids' tail is not
+    refilled) and pick as tokens do. No padded row is masked from routing
+    (ForwardBatch.moe_num_token_non_padded is None when attn_dp_size != 1)."""
+    from specsched.sim.dp_attention import (
+        CUSTOM_ALL_REDUCE_V2_MAX_BYTES,
+        decode_pads_to_max_len,
+        moe_rows,
+    )
+
+    row = 2 * 7168  # DeepSeek-V3's bf16 hidden state
+    # one request on one of 8 ranks: SUM_LEN (2 x 1 < 1 x 8); the graph runs 1 row on every
+    # rank, the 7 idle ones stale: 8 rows, 8 draws (the pricing before this rule)
+    assert moe_rows([1] + [0] * 7, 1, 1, False, row) == (8, 8)
+    # 4 of 8 ranks busy: MAX_LEN (8 >= 8): the idle ranks are padded to 1 zero row each
+    assert decode_pads_to_max_len([1] * 4 + [0] * 4, False, row)
+    assert moe_rows([1] * 4 + [0] * 4, 1, 1, False, row) == (8, 5)
+    # every rank busy and the gather fits the custom all-reduce: SUM_LEN, no zero rows
+    assert moe_rows([1] * 8, 1, 1, False, row) == (8, 8)
+    assert moe_rows([9] + [8] * 7, 1, 12, False, row) == (96, 96)
+    # beyond the custom all-reduce, balanced ranks gather MAX_LEN: seven zero rows, one draw
+    big = CUSTOM_ALL_REDUCE_V2_MAX_BYTES // row // 8 + 1
+    assert moe_rows([big + 1] + [big] * 7, 1, None, False, row) == (8 * (big + 1), 8 * big + 1 + 1)
+    # eager SUM_LEN: only the ranks' own rows reach the MoE
+    assert moe_rows([9, 1] + [0] * 6, 1, None, False, row) == (10, 10)
+    # a verify (4 tokens a request) never takes the custom all-reduce: MAX_LEN at 120 >= 64
+    assert moe_rows([8] * 7 + [4], 1, 8, True, row) == (64, 61)
+    # zero rows on ranks whose graph also pads stale rows share KV slot 0 with them: one draw a rank
+    assert moe_rows([3] * 4 + [0] * 4, 1, 4, False, row) == (32, 12 + 8 + 4)
+    # attention TP 2 (dp 4 of tp 8): a rank's odd count is aligned up with a zero row
+    assert moe_rows([3, 2, 2, 2], 2, None, False, row) == (10, 9 + 1)
+
+
+def test_padded_rows_that_route_alike_read_their_experts_once():
+    """DeepSeek-V3 fp8 on 8 x H200, dp_size 8: with one request on each of four ranks the
+    gather is MAX_LEN and the four idle ranks each send a zero row; the four pick one top-k,
+    so the step reads the experts of 5 draws (~37 of 256), not 8 (~57): 1.6 ms less than
+    the same step with all eight ranks busy, which the pricing before made equal. One request
+    on one rank still costs what eight on eight do (SUM_LEN: the idle ranks' stale rows route
+    as tokens)."""
+    from specsched.sim.analytic.gpus import load_gpu
+    from specsched.sim.analytic.models import load_model
+    from specsched.sim.analytic.writer import build_profile
+    from specsched.sim.cost_model import CostModel
+    from specsched.sim.dp_attention import GroupPlan
+    from specsched.sim.plan import BatchPlan
+    from specsched.sim.profile import Profile
+    from specsched.sim.server_args import ServerArgs
+
+    prof = Profile.model_validate(build_profile(load_model("deepseek-v3"), load_gpu("H200"), 8, "fp8"))
+    server = ServerArgs.model_validate({"speculative_algorithm": "none", "speculative_num_draft_tokens": 1,
+                                        "tp_size": 8, "max_running_requests": 512, "enable_dp_attention": True,
+                                        "dp_size": 8})
+    dp = DPCost(CostModel(prof, rank_server_args(server)), 0.0, 8)
+
+    def step(loads: list[int]) -> float:
+        parts = tuple(BatchPlan(0, ForwardMode.DECODE, tuple(range(n)), (1,) * n, (1024,) * n) if n else None
+                      for n in loads)
+        return dp.gpu(GroupPlan(0, parts)).total_s
+
+    assert step([1] * 4 + [0] * 4) < step([1] * 8) - 1e-3
+    assert step([1] + [0] * 7) == pytest.approx(step([1] * 8))
+    from specsched.sim.analytic.roofline import routed_experts_s
+
+    pr = dp.pad_routing
+    saving = routed_experts_s(pr.arch, pr.gpu, pr.par, pr.eff, 8.0) - routed_experts_s(pr.arch, pr.gpu, pr.par, pr.eff,
+                                                                                        8.0, routed=5.0)
+    assert saving > 1e-3
+    assert step([1] * 4 + [0] * 4) == pytest.approx(step([1] * 8) - saving)
+    assert routed_experts_s(pr.arch, pr.gpu, pr.par, pr.eff, 8.0, routed=8.0) == routed_experts_s(
+        pr.arch, pr.gpu, pr.par, pr.eff, 8.0)
