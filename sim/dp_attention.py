@@ -134,28 +134,32 @@ def dp_attention_weight_read_s(profile, dp_size: int) -> float:
 
 
 CUSTOM_ALL_REDUCE_V2_MAX_BYTES = 16 * 1024 * 1024
-"""The largest buffer SGLang 0.5.23's custom all-reduce takes (environ.py
-``SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB``, 16 x 1024 KiB; the all-reduce is on by default,
-``SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2``): a decode gather of every rank's bf16 hidden states
-that fits it runs SUM_LEN (layers/dp_attention.py ``_decode_sum_len_fits_custom_all_reduce``)."""
+"""The largest buffer SGLang 0.5.23's custom all-reduce V2 takes on CUDA (environ.py
+``SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB``, 16 x 1024 KiB, below every tuned Hopper/Blackwell
+workspace at eight GPUs: distributed/device_communicators/configs/custom_all_reduce_v2.py; V2 is
+the default, ``SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2``): a decode gather of every rank's bf16
+hidden states that fits it runs SUM_LEN (layers/dp_attention.py
+``_decode_sum_len_fits_custom_all_reduce``)."""
 
 
-def decode_pads_to_max_len(tokens: list[int], spec: bool, row_bytes: int) -> bool:
+def decode_pads_to_max_len(tokens: list[int], spec: bool, row_bytes: int, ca_bytes: int | None) -> bool:
     """Whether a decode or verify forward of the DP group pads every rank to the largest rank's
     tokens before the gather (MAX_LEN) rather than gathering each rank's own (SUM_LEN), as
     SGLang 0.5.23 chooses (layers/dp_attention.py ``DpPaddingMode.get_dp_padding_mode``, no
     extend in the batch): SUM_LEN when every rank has tokens, no speculative algorithm runs and
-    the summed hidden states (``row_bytes`` a token) fit the custom all-reduce
-    (``_decode_sum_len_fits_custom_all_reduce``, :data:`CUSTOM_ALL_REDUCE_V2_MAX_BYTES`); else
-    the cheaper collective: MAX_LEN when ``2 x sum >= max x dp``.
+    the summed hidden states (``row_bytes`` a token) fit the custom all-reduce V2
+    (``_decode_sum_len_fits_custom_all_reduce``; ``ca_bytes`` its size, None where V2 does not
+    serve the group: ROCm, PCIe-only GPUs, a group across nodes); else the cheaper collective:
+    MAX_LEN when ``2 x sum >= max x dp``.
 
     ``tokens``: each rank's token count as gathered (aligned to the attention TP size)."""
-    if min(tokens) > 0 and not spec and sum(tokens) * row_bytes <= CUSTOM_ALL_REDUCE_V2_MAX_BYTES:
+    if min(tokens) > 0 and not spec and ca_bytes is not None and sum(tokens) * row_bytes <= ca_bytes:
         return False
     return 2 * sum(tokens) >= max(tokens) * len(tokens)
 
 
-def moe_rows(tokens: list[int], align: int, graph_rows: int | None, spec: bool, row_bytes: int) -> tuple[int, int]:
+def moe_rows(tokens: list[int], align: int, graph_rows: int | None, *, spec: bool = False, row_bytes: int = 0,
+             ca_bytes: int | None = None, zeroes_pads: bool = False) -> tuple[int, int]:
     """(rows every GPU's MoE runs, independent top-k draws among them) for one decode or verify
     forward of the DP group, from each rank's tokens (0: an idle rank).
 
@@ -163,37 +167,42 @@ def moe_rows(tokens: list[int], align: int, graph_rows: int | None, spec: bool, 
 
     - The model pads each rank's batch with zero rows (input id 0, position 0, the padding
       request row 0 whose KV slot is 0) to its gathered length: its token count aligned to the
-      attention TP size ``tp / dp``, and in MAX_LEN mode (:func:`decode_pads_to_max_len`) the
-      largest rank's (model_executor/forward_batch_info.py ``prepare_mlp_sync_batch``,
-      ``_pad_inputs_to_size``).
+      attention TP size ``tp / dp`` (``align``), and in MAX_LEN mode
+      (:func:`decode_pads_to_max_len`) the largest rank's
+      (model_executor/forward_batch_info.py ``prepare_mlp_sync_batch``, ``_pad_inputs_to_size``).
     - A replayed decode graph runs every rank at the captured size above the largest rank's
       request count, ``graph_rows`` tokens a rank (model_executor/runner/decode_cuda_graph_runner.py
-      ``load_batch``, ``_max_dp_batch_size``; the graphs' gather counts are filled with the
-      padded size, cuda_graph_buffer_registry.py ``_global_num_tokens_post_fill``). Rows past a
-      rank's own are not refilled: ``input_ids`` is a FOREACH_COPY slot, its tail whatever an
-      earlier replay on that rank left there (positions, request rows and KV slots are zeroed).
-      Eager (``graph_rows`` None): each rank's gathered length only.
+      ``load_batch``, ``_max_dp_batch_size``; the graphs' gather counts hold the padded size,
+      cuda_graph_buffer_registry.py ``_global_num_tokens_post_fill``). Rows past a rank's own
+      are not refilled: ``input_ids`` is a FOREACH_COPY slot ("the padded tail is not read"),
+      its tail whatever an earlier replay on that rank left there, zeros before any (positions,
+      request rows and KV slots are zeroed). Eager (``graph_rows`` None): each rank's gathered
+      length only.
     - No padded row is masked from routing: ``ForwardBatch.moe_num_token_non_padded`` is None
-      when ``attn_dp_size != 1``, the TP path (models/deepseek_v2.py ``forward_normal``) calls
-      the top-k with no bound, and the pad masks are ROCm's (deepseek_common/moe_transport.py
-      ``_mask_dp_pad_rows``) or behind SGLANG_OPT_MASK_DP_PAD_MOE (off) with expert
-      parallelism (token_dispatcher/standard.py). Every row picks its top-k and the experts it
-      picks are read.
+      when ``attn_dp_size != 1``, and the TP path (models/deepseek_v2.py ``forward_normal``)
+      calls the top-k with no other bound; ``mask_dp_pad_moe_topk_ids`` runs only with expert
+      parallelism and SGLANG_OPT_MASK_DP_PAD_MOE (off; token_dispatcher/standard.py). Every row
+      picks its top-k, and the experts it picks are read.
 
-    So the zero rows compute one hidden state (the same token at the same position attending
-    the KV it wrote to slot 0) and pick the same top-k: they count as one draw, or, on a rank
-    whose graph also pads stale rows (whose KV lands in the same slot 0), one draw per such rank.
+    On CUDA the zero rows compute one hidden state (the same token at the same position
+    attending the KV it wrote to slot 0) and pick the same top-k: one draw, or, on a rank whose
+    graph also pads stale rows (whose KV lands in the same slot 0), one draw per such rank.
     Stale rows hold earlier tokens of their rank, different ones once the server has run a
     while: each counts as a draw, as a real token does. At one request on one of eight ranks
-    (SUM_LEN: 2 < 8) the seven other ranks each run one stale row: eight rows, eight draws."""
+    (SUM_LEN: 2 < 8) the seven others each run one stale row: eight rows, eight draws. On ROCm
+    (``zeroes_pads``) every padded row's MoE input is zeroed before the gather
+    (models/deepseek_common/moe_transport.py ``MoeRowTransport``, ``_mask_dp_pad_rows``, under
+    forward_batch_info.py ``_dp_tp_moe_masks_pad_rows``): all padded rows are one draw."""
     a = [-(-n // align) * align for n in tokens]
-    target = [max(a)] * len(a) if decode_pads_to_max_len(a, spec, row_bytes) else a
+    target = [max(a)] * len(a) if decode_pads_to_max_len(a, spec, row_bytes, ca_bytes) else a
     if graph_rows is None:
         rows, stale = sum(target), [0] * len(a)
     else:
         per_rank = max(graph_rows, max(target))
         rows, stale = per_rank * len(a), [per_rank - t for t in target]
     zero = [t - n for t, n in zip(target, tokens, strict=True)]
+    if zeroes_pads:
+        return rows, sum(tokens) + int(rows > sum(tokens))
     shared = any(z and not s for z, s in zip(zero, stale, strict=True))
     own = sum(1 for z, s in zip(zero, stale, strict=True) if z and s)
     return rows, sum(tokens) + sum(stale) + int(shared) + own
@@ -221,6 +230,10 @@ class PadRouting:
         self.par, self.align = Parallel(tp=tp, dtype=analytic["dtype"]), tp // dp_size
         # the DP gather buffer holds bf16 hidden states (layers/dp_attention.py set_metadata)
         self.row_bytes = 2 * self.arch.hidden_size
+        # the custom all-reduce V2: CUDA only, over NVLink (custom_all_reduce.py
+        # dispatch_custom_allreduce, custom_all_reduce_v2.py can_use_custom_all_reduce_v2)
+        cuda_ar = self.gpu.platform == "cuda" and not self.gpu.pcie_only and self.gpu.custom_allreduce(tp)
+        self.ca_bytes = CUSTOM_ALL_REDUCE_V2_MAX_BYTES if cuda_ar else None
         self.cost = cost
 
     def rows(self, plan: GroupPlan) -> tuple[int, int]:
@@ -228,8 +241,8 @@ class PadRouting:
         w = self.cost.window
         loads = [p.batch_size if p is not None else 0 for p in plan.parts]
         pad = self.cost.padded_batch(max(loads))
-        return moe_rows([n * w for n in loads], self.align, None if pad is None else pad * w, self.cost.spec,
-                        self.row_bytes)
+        return moe_rows([n * w for n in loads], self.align, None if pad is None else pad * w, spec=self.cost.spec,
+                        row_bytes=self.row_bytes, ca_bytes=self.ca_bytes, zeroes_pads=self.gpu.platform == "hip")
 
     def saving_s(self, plan: GroupPlan, priced_rows: int) -> float:
         """Seconds of expert weight reads the group's step at ``priced_rows`` tokens holds for

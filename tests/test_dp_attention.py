@@ -330,7 +330,8 @@ def test_moe_rows_follow_sglang_dp_padding():
     prepare_mlp_sync_batch pads a rank to its gathered length with input id 0 at position 0)
     compute one hidden state and pick one top-k; rows a replayed graph pads past a rank's own
     hold the rank's earlier tokens (decode_cuda_graph_runner.py: input_ids' tail is not
-    refilled) and pick as tokens do. No padded row is masked from routing
+    refilled) and pick as tokens do; on ROCm every padded row's MoE input is zeroed
+    (moe_transport.py _mask_dp_pad_rows). No padded row is masked from routing
     (ForwardBatch.moe_num_token_non_padded is None when attn_dp_size != 1)."""
     from specsched.sim.dp_attention import (
         CUSTOM_ALL_REDUCE_V2_MAX_BYTES,
@@ -339,26 +340,32 @@ def test_moe_rows_follow_sglang_dp_padding():
     )
 
     row = 2 * 7168  # DeepSeek-V3's bf16 hidden state
+    cuda = {"row_bytes": row, "ca_bytes": CUSTOM_ALL_REDUCE_V2_MAX_BYTES}
     # one request on one of 8 ranks: SUM_LEN (2 x 1 < 1 x 8); the graph runs 1 row on every
     # rank, the 7 idle ones stale: 8 rows, 8 draws (the pricing before this rule)
-    assert moe_rows([1] + [0] * 7, 1, 1, False, row) == (8, 8)
+    assert moe_rows([1] + [0] * 7, 1, 1, **cuda) == (8, 8)
     # 4 of 8 ranks busy: MAX_LEN (8 >= 8): the idle ranks are padded to 1 zero row each
-    assert decode_pads_to_max_len([1] * 4 + [0] * 4, False, row)
-    assert moe_rows([1] * 4 + [0] * 4, 1, 1, False, row) == (8, 5)
+    assert decode_pads_to_max_len([1] * 4 + [0] * 4, False, row, CUSTOM_ALL_REDUCE_V2_MAX_BYTES)
+    assert moe_rows([1] * 4 + [0] * 4, 1, 1, **cuda) == (8, 5)
     # every rank busy and the gather fits the custom all-reduce: SUM_LEN, no zero rows
-    assert moe_rows([1] * 8, 1, 1, False, row) == (8, 8)
-    assert moe_rows([9] + [8] * 7, 1, 12, False, row) == (96, 96)
+    assert moe_rows([1] * 8, 1, 1, **cuda) == (8, 8)
+    assert moe_rows([9] + [8] * 7, 1, 12, **cuda) == (96, 96)
+    # without the custom all-reduce V2 (ROCm, PCIe) the same load gathers MAX_LEN: 7 zero rows
+    assert moe_rows([9] + [8] * 7, 1, 12, row_bytes=row) == (96, 65 + 3 * 8 + 7)
     # beyond the custom all-reduce, balanced ranks gather MAX_LEN: seven zero rows, one draw
     big = CUSTOM_ALL_REDUCE_V2_MAX_BYTES // row // 8 + 1
-    assert moe_rows([big + 1] + [big] * 7, 1, None, False, row) == (8 * (big + 1), 8 * big + 1 + 1)
+    assert moe_rows([big + 1] + [big] * 7, 1, None, **cuda) == (8 * (big + 1), 8 * big + 1 + 1)
     # eager SUM_LEN: only the ranks' own rows reach the MoE
-    assert moe_rows([9, 1] + [0] * 6, 1, None, False, row) == (10, 10)
+    assert moe_rows([9, 1] + [0] * 6, 1, None, **cuda) == (10, 10)
     # a verify (4 tokens a request) never takes the custom all-reduce: MAX_LEN at 120 >= 64
-    assert moe_rows([8] * 7 + [4], 1, 8, True, row) == (64, 61)
+    assert moe_rows([8] * 7 + [4], 1, 8, spec=True, **cuda) == (64, 61)
     # zero rows on ranks whose graph also pads stale rows share KV slot 0 with them: one draw a rank
-    assert moe_rows([3] * 4 + [0] * 4, 1, 4, False, row) == (32, 12 + 8 + 4)
+    assert moe_rows([3] * 4 + [0] * 4, 1, 4, **cuda) == (32, 12 + 8 + 4)
     # attention TP 2 (dp 4 of tp 8): a rank's odd count is aligned up with a zero row
-    assert moe_rows([3, 2, 2, 2], 2, None, False, row) == (10, 9 + 1)
+    assert moe_rows([3, 2, 2, 2], 2, None, **cuda) == (10, 9 + 1)
+    # ROCm: every padded row, zero or stale, is one draw; no padding, no extra draw
+    assert moe_rows([1] + [0] * 7, 1, 1, row_bytes=row, zeroes_pads=True) == (8, 2)
+    assert moe_rows([2] * 8, 1, 2, row_bytes=row, zeroes_pads=True) == (16, 16)
 
 
 def test_padded_rows_that_route_alike_read_their_experts_once():
