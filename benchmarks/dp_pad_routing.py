@@ -16,6 +16,8 @@ Builds the analytic DeepSeek-V3 fp8 profile on 8 x H200 at TP8 (as ``specsched p
 
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 from specsched.sim.analytic.gpus import load_gpu
 from specsched.sim.analytic.models import load_model
@@ -58,11 +60,15 @@ def run(prof: Profile, dp: int, workload: dict) -> tuple[float, float]:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description="DP attention on the analytic DeepSeek-V3 fp8 8 x H200 profile: the "
+                                 "group's decode step by per-rank load, and runs at TP8 and dp_size 8.")
+    ap.add_argument("--context", type=int, default=1024, help="context of the priced steps (default 1024)")
+    args = ap.parse_args()
     prof = Profile.model_validate(build_profile(load_model("deepseek-v3"), load_gpu("H200"), 8, "fp8"))
     print("| load (requests per rank) | group decode, GPU ms | MoE rows / routed independently |")
     print("|---|---:|---|")
     for name, loads in LOADS.items():
-        ms, rows = group_step_ms(prof, loads)
+        ms, rows = group_step_ms(prof, loads, args.context)
         print(f"| {name} | {ms:.2f} | {'' if rows is None else f'{rows[0]} / {rows[1]:g}'} |")
     lens = {"input_len": {"kind": "fixed", "value": 1024}, "output_len": {"kind": "fixed", "value": 256}}
     cases = {f"{c} client{'s' if c > 1 else ''}": {"kind": "closed_loop", "concurrency": c, "num_requests": max(16, 2 * c)}

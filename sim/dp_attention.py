@@ -39,7 +39,8 @@ launch on one forward stream.
 A forward's cost: with a per-rank profile (a measured rank, as the agentic one), the slowest
 rank's own batch; with an analytic profile of the whole TP group (``specsched profile
 --analytic --tp N``, ``dp_size`` dividing N), the group's forward: the MLP/MoE over every
-rank's tokens, each rank's attention over its own requests (:meth:`DPCost._group_gpu`).
+rank's tokens, each rank's attention over its own requests (:meth:`DPCost._group_gpu`), the
+routed experts read once for padded rows that pick the same ones (:class:`PadRouting`).
 Not modelled: the MoE's work as a function of every rank's tokens for a per-rank profile,
 load-balance methods other than round robin, the decode-to-extend conversion of prefill CUDA graphs, and the graph vote (a rank
 that extends makes every rank's decode eager; with speculative decoding no decode runs
