@@ -1,8 +1,9 @@
 """DP attention on an analytic MoE profile: the group's decode step and end-to-end runs, with
 and without DP attention (docs/dp-attention.md, "Padded rows at the MoE").
 
-Builds the analytic DeepSeek-V3 fp8 profile on 8 x H200 at TP8 (as ``specsched profile
---analytic --model deepseek-v3 --gpu H200 --tp 8 --dtype fp8`` writes it) and prints
+Builds the analytic DeepSeek-V3 fp8 profile on 8 GPUs at TP8 (as ``specsched profile
+--analytic --model deepseek-v3 --gpu H200 --tp 8 --dtype fp8`` writes it; ``--gpu`` picks
+another shipped GPU, e.g. MI355X, where ROCm zeroes the padded rows) and prints
 
 - the group's decode forward (GPU ms, sync excluded) for a few per-rank loads at context
   1024, priced by :class:`sim.dp_attention.DPCost`, beside the rows that reach each GPU's
@@ -11,7 +12,7 @@ Builds the analytic DeepSeek-V3 fp8 profile on 8 x H200 at TP8 (as ``specsched p
   256 output tokens, no speculative decoding): median TPOT and output tok/s at TP8 and with
   ``dp_size`` 8.
 
-    python benchmarks/dp_pad_routing.py
+    python benchmarks/dp_pad_routing.py [--gpu MI355X]
 """
 
 from __future__ import annotations
@@ -60,11 +61,12 @@ def run(prof: Profile, dp: int, workload: dict) -> tuple[float, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description="DP attention on the analytic DeepSeek-V3 fp8 8 x H200 profile: the "
+    ap = argparse.ArgumentParser(description="DP attention on the analytic DeepSeek-V3 fp8 profile on 8 GPUs: the "
                                  "group's decode step by per-rank load, and runs at TP8 and dp_size 8.")
+    ap.add_argument("--gpu", default="H200", help="a shipped GPU name (default H200)")
     ap.add_argument("--context", type=int, default=1024, help="context of the priced steps (default 1024)")
     args = ap.parse_args()
-    prof = Profile.model_validate(build_profile(load_model("deepseek-v3"), load_gpu("H200"), 8, "fp8"))
+    prof = Profile.model_validate(build_profile(load_model("deepseek-v3"), load_gpu(args.gpu), 8, "fp8"))
     print("| load (requests per rank) | group decode, GPU ms | MoE rows / routed independently |")
     print("|---|---:|---|")
     for name, loads in LOADS.items():

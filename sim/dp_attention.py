@@ -40,7 +40,7 @@ A forward's cost: with a per-rank profile (a measured rank, as the agentic one),
 rank's own batch; with an analytic profile of the whole TP group (``specsched profile
 --analytic --tp N``, ``dp_size`` dividing N), the group's forward: the MLP/MoE over every
 rank's tokens, each rank's attention over its own requests (:meth:`DPCost._group_gpu`), the
-routed experts read once for padded rows that pick the same ones (:class:`PadRouting`).
+routed experts read once for padded rows that compute one hidden state (:class:`PadRouting`: ROCm zeroes them).
 Not modelled: the MoE's work as a function of every rank's tokens for a per-rank profile,
 load-balance methods other than round robin, the decode-to-extend conversion of prefill CUDA graphs, and the graph vote (a rank
 that extends makes every rank's decode eager; with speculative decoding no decode runs
@@ -166,47 +166,48 @@ def moe_rows(tokens: list[int], align: int, graph_rows: int | None, *, spec: boo
 
     What SGLang 0.5.23 gathers into the MoE (TP MoE, the default ``moe_a2a_backend`` none):
 
-    - The model pads each rank's batch with zero rows (input id 0, position 0, the padding
-      request row 0 whose KV slot is 0) to its gathered length: its token count aligned to the
-      attention TP size ``tp / dp`` (``align``), and in MAX_LEN mode
-      (:func:`decode_pads_to_max_len`) the largest rank's
-      (model_executor/forward_batch_info.py ``prepare_mlp_sync_batch``, ``_pad_inputs_to_size``).
-    - A replayed decode graph runs every rank at the captured size above the largest rank's
-      request count, ``graph_rows`` tokens a rank (model_executor/runner/decode_cuda_graph_runner.py
-      ``load_batch``, ``_max_dp_batch_size``; the graphs' gather counts hold the padded size,
-      cuda_graph_buffer_registry.py ``_global_num_tokens_post_fill``). Rows past a rank's own
-      are not refilled: ``input_ids`` is a FOREACH_COPY slot ("the padded tail is not read"),
-      its tail whatever an earlier replay on that rank left there, zeros before any (positions,
-      request rows and KV slots are zeroed). Eager (``graph_rows`` None): each rank's gathered
-      length only.
+    - A replayed decode graph (``graph_rows`` tokens a rank: the captured size above the largest
+      rank's request count) runs every rank at that size and gathers all of it
+      (model_executor/runner/decode_cuda_graph_runner.py ``load_batch``, ``_max_dp_batch_size``;
+      cuda_graph_buffer_registry.py ``_global_num_tokens_post_fill``). It copies in only the
+      rank's own rows: ``input_ids`` is a FOREACH_COPY slot ("the padded tail is not read"),
+      so its tail holds the tokens of that rank's earlier, larger batches, while positions,
+      request rows and KV slots are zeroed. The eager padding below never runs under a replay
+      (model_runner.py ``_forward_raw`` returns from the replay before
+      ``_prepare_eager_forward_batch``), so a graph's padded rows are these stale tokens, which
+      route as tokens do: one draw each.
+    - Eager (``graph_rows`` None): each rank is padded with zero rows (input id 0, position 0,
+      the padding request row 0 whose KV slot is 0) to its gathered length: its token count
+      aligned to the attention TP size ``tp / dp`` (``align``), and in MAX_LEN mode
+      (:func:`decode_pads_to_max_len`) the largest rank's (model_executor/forward_batch_info.py
+      ``prepare_mlp_sync_batch``, ``_pad_inputs_to_size``). On a rank with requests the zero
+      rows are one token at one position attending the KV only zero rows write: one hidden
+      state, one top-k for all of them. An idle rank runs ForwardMode.IDLE, whose attention
+      returns an uninitialised tensor (layers/attention/base_attn_backend.py ``forward``), so
+      its rows have no defined value: each is counted as a draw of its own (the most experts
+      they can read).
     - No padded row is masked from routing: ``ForwardBatch.moe_num_token_non_padded`` is None
       when ``attn_dp_size != 1``, and the TP path (models/deepseek_v2.py ``forward_normal``)
       calls the top-k with no other bound; ``mask_dp_pad_moe_topk_ids`` runs only with expert
-      parallelism and SGLANG_OPT_MASK_DP_PAD_MOE (off; token_dispatcher/standard.py). Every row
-      picks its top-k, and the experts it picks are read.
+      parallelism and SGLANG_OPT_MASK_DP_PAD_MOE (off; token_dispatcher/standard.py).
 
-    On CUDA the zero rows compute one hidden state (the same token at the same position
-    attending the KV it wrote to slot 0) and pick the same top-k: one draw, or, on a rank whose
-    graph also pads stale rows (whose KV lands in the same slot 0), one draw per such rank.
-    Stale rows hold earlier tokens of their rank, different ones once the server has run a
-    while: each counts as a draw, as a real token does. At one request on one of eight ranks
-    (SUM_LEN: 2 < 8) the seven others each run one stale row: eight rows, eight draws. On ROCm
-    (``zeroes_pads``) every padded row's MoE input is zeroed before the gather
-    (models/deepseek_common/moe_transport.py ``MoeRowTransport``, ``_mask_dp_pad_rows``, under
-    forward_batch_info.py ``_dp_tp_moe_masks_pad_rows``): all padded rows are one draw."""
+    On ROCm (``zeroes_pads``) every padded row's MoE input is zeroed before the gather, graph
+    and eager alike (models/deepseek_common/moe_transport.py ``MoeRowTransport``,
+    ``_mask_dp_pad_rows``, under forward_batch_info.py ``_dp_tp_moe_masks_pad_rows``): all
+    padded rows are one draw. So on CUDA only eager zero rows on busy ranks collapse, which
+    happens above the captured graph sizes, where a batch reads nearly every expert anyway."""
+    real = sum(tokens)
+    if graph_rows is not None:
+        rows = max(graph_rows, max(-(-n // align) * align for n in tokens)) * len(tokens)
+        return rows, (real + int(rows > real)) if zeroes_pads else rows
     a = [-(-n // align) * align for n in tokens]
     target = [max(a)] * len(a) if decode_pads_to_max_len(a, spec, row_bytes, ca_bytes) else a
-    if graph_rows is None:
-        rows, stale = sum(target), [0] * len(a)
-    else:
-        per_rank = max(graph_rows, max(target))
-        rows, stale = per_rank * len(a), [per_rank - t for t in target]
-    zero = [t - n for t, n in zip(target, tokens, strict=True)]
+    rows = sum(target)
     if zeroes_pads:
-        return rows, sum(tokens) + int(rows > sum(tokens))
-    shared = any(z and not s for z, s in zip(zero, stale, strict=True))
-    own = sum(1 for z, s in zip(zero, stale, strict=True) if z and s)
-    return rows, sum(tokens) + sum(stale) + int(shared) + own
+        return rows, real + int(rows > real)
+    idle_rows = sum(t for t, n in zip(target, tokens, strict=True) if n == 0)
+    busy_zero = any(t > n > 0 for t, n in zip(target, tokens, strict=True))
+    return rows, real + idle_rows + int(busy_zero)
 
 
 class PadRouting:

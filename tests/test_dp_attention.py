@@ -326,13 +326,15 @@ def test_dp_attention_prefill_of_one_long_prompt_is_slower_than_tp():
 
 def test_moe_rows_follow_sglang_dp_padding():
     """Rows each GPU's MoE runs under DP attention, and how many of them pick their experts on
-    their own (sim/dp_attention.py moe_rows). Zero rows (forward_batch_info.py
-    prepare_mlp_sync_batch pads a rank to its gathered length with input id 0 at position 0)
-    compute one hidden state and pick one top-k; rows a replayed graph pads past a rank's own
-    hold the rank's earlier tokens (decode_cuda_graph_runner.py: input_ids' tail is not
-    refilled) and pick as tokens do; on ROCm every padded row's MoE input is zeroed
-    (moe_transport.py _mask_dp_pad_rows). No padded row is masked from routing
-    (ForwardBatch.moe_num_token_non_padded is None when attn_dp_size != 1)."""
+    their own (sim/dp_attention.py moe_rows). A replayed graph pads each rank with its earlier
+    tokens (decode_cuda_graph_runner.py: input_ids' tail is not refilled; model_runner.py
+    _forward_raw replays before any eager padding), which route as tokens do; eager zero rows
+    on a busy rank (forward_batch_info.py prepare_mlp_sync_batch: input id 0 at position 0)
+    compute one hidden state and pick one top-k; an idle rank's eager rows are undefined
+    (ForwardMode.IDLE attention returns an uninitialised tensor) and count one each; on ROCm
+    every padded row's MoE input is zeroed (moe_transport.py _mask_dp_pad_rows). No padded
+    row is masked from routing (ForwardBatch.moe_num_token_non_padded is None when
+    attn_dp_size != 1)."""
     from specsched.sim.dp_attention import (
         CUSTOM_ALL_REDUCE_V2_MAX_BYTES,
         decode_pads_to_max_len,
@@ -341,40 +343,33 @@ def test_moe_rows_follow_sglang_dp_padding():
 
     row = 2 * 7168  # DeepSeek-V3's bf16 hidden state
     cuda = {"row_bytes": row, "ca_bytes": CUSTOM_ALL_REDUCE_V2_MAX_BYTES}
-    # one request on one of 8 ranks: SUM_LEN (2 x 1 < 1 x 8); the graph runs 1 row on every
-    # rank, the 7 idle ones stale: 8 rows, 8 draws (the pricing before this rule)
+    # graph replays on CUDA: every padded row is a stale token, whatever the gather mode
     assert moe_rows([1] + [0] * 7, 1, 1, **cuda) == (8, 8)
-    # 4 of 8 ranks busy: MAX_LEN (8 >= 8): the idle ranks are padded to 1 zero row each
     assert decode_pads_to_max_len([1] * 4 + [0] * 4, False, row, CUSTOM_ALL_REDUCE_V2_MAX_BYTES)
-    assert moe_rows([1] * 4 + [0] * 4, 1, 1, **cuda) == (8, 5)
-    # every rank busy and the gather fits the custom all-reduce: SUM_LEN, no zero rows
-    assert moe_rows([1] * 8, 1, 1, **cuda) == (8, 8)
+    assert moe_rows([1] * 4 + [0] * 4, 1, 1, **cuda) == (8, 8)
     assert moe_rows([9] + [8] * 7, 1, 12, **cuda) == (96, 96)
-    # without the custom all-reduce V2 (ROCm, PCIe) the same load gathers MAX_LEN: 7 zero rows
-    assert moe_rows([9] + [8] * 7, 1, 12, row_bytes=row) == (96, 65 + 3 * 8 + 7)
-    # beyond the custom all-reduce, balanced ranks gather MAX_LEN: seven zero rows, one draw
+    assert moe_rows([8] * 7 + [4], 1, 8, spec=True, **cuda) == (64, 64)
+    assert moe_rows([3] * 4 + [0] * 4, 1, 4, **cuda) == (32, 32)
+    # attention TP 2 under a graph: no zero alignment row either
+    assert moe_rows([1] * 4, 2, 2, **cuda) == (8, 8)
+    # eager, beyond the custom all-reduce: balanced busy ranks gather MAX_LEN, their zero rows one draw
     big = CUSTOM_ALL_REDUCE_V2_MAX_BYTES // row // 8 + 1
     assert moe_rows([big + 1] + [big] * 7, 1, None, **cuda) == (8 * (big + 1), 8 * big + 1 + 1)
     # eager SUM_LEN: only the ranks' own rows reach the MoE
     assert moe_rows([9, 1] + [0] * 6, 1, None, **cuda) == (10, 10)
-    # a verify (4 tokens a request) never takes the custom all-reduce: MAX_LEN at 120 >= 64
-    assert moe_rows([8] * 7 + [4], 1, 8, spec=True, **cuda) == (64, 61)
-    # zero rows on ranks whose graph also pads stale rows share KV slot 0 with them: one draw a rank
-    assert moe_rows([3] * 4 + [0] * 4, 1, 4, **cuda) == (32, 12 + 8 + 4)
-    # attention TP 2 (dp 4 of tp 8): a rank's odd count is aligned up with a zero row
+    # eager MAX_LEN with idle ranks: their rows are undefined, one draw each (the most they can read)
+    assert moe_rows([4] * 6 + [0] * 2, 1, None, **cuda) == (32, 32)
+    # eager attention TP 2 (dp 4 of tp 8): a rank's odd count is aligned up with a zero row
     assert moe_rows([3, 2, 2, 2], 2, None, **cuda) == (10, 9 + 1)
-    # ROCm: every padded row, zero or stale, is one draw; no padding, no extra draw
+    # ROCm: every padded row, graph or eager, is one draw; no padding, no extra draw
     assert moe_rows([1] + [0] * 7, 1, 1, row_bytes=row, zeroes_pads=True) == (8, 2)
+    assert moe_rows([4] * 6 + [0] * 2, 1, None, row_bytes=row, zeroes_pads=True) == (32, 25)
     assert moe_rows([2] * 8, 1, 2, row_bytes=row, zeroes_pads=True) == (16, 16)
 
 
-def test_padded_rows_that_route_alike_read_their_experts_once():
-    """DeepSeek-V3 fp8 on 8 x H200, dp_size 8: with one request on each of four ranks the
-    gather is MAX_LEN and the four idle ranks each send a zero row; the four pick one top-k,
-    so the step reads the experts of 5 draws (~37 of 256), not 8 (~57): 1.6 ms less than
-    the same step with all eight ranks busy, which the pricing before made equal. One request
-    on one rank still costs what eight on eight do (SUM_LEN: the idle ranks' stale rows route
-    as tokens)."""
+def _dp8_decode_step(gpu: str):
+    """The group decode step of the analytic DeepSeek-V3 fp8 profile at TP8 with dp_size 8 on
+    ``gpu``, as a function of each rank's request count (context 1024), and its DPCost."""
     from specsched.sim.analytic.gpus import load_gpu
     from specsched.sim.analytic.models import load_model
     from specsched.sim.analytic.writer import build_profile
@@ -384,7 +379,7 @@ def test_padded_rows_that_route_alike_read_their_experts_once():
     from specsched.sim.profile import Profile
     from specsched.sim.server_args import ServerArgs
 
-    prof = Profile.model_validate(build_profile(load_model("deepseek-v3"), load_gpu("H200"), 8, "fp8"))
+    prof = Profile.model_validate(build_profile(load_model("deepseek-v3"), load_gpu(gpu), 8, "fp8"))
     server = ServerArgs.model_validate({"speculative_algorithm": "none", "speculative_num_draft_tokens": 1,
                                         "tp_size": 8, "max_running_requests": 512, "enable_dp_attention": True,
                                         "dp_size": 8})
@@ -395,14 +390,37 @@ def test_padded_rows_that_route_alike_read_their_experts_once():
                       for n in loads)
         return dp.gpu(GroupPlan(0, parts)).total_s
 
-    assert step([1] * 4 + [0] * 4) < step([1] * 8) - 1e-3
-    assert step([1] + [0] * 7) == pytest.approx(step([1] * 8))
+    return step, dp
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 12), min_size=8, max_size=8), st.integers(0, 7), st.sampled_from(["H200", "MI355X"]))
+def test_dp_group_decode_never_cheaper_with_more_requests(loads, rank, gpu):
+    """INV-DP-PAD-MONOTONE: adding a request to any rank of a DP-attention group never makes its
+    decode step cheaper (the padded rows' pricing must not reward load; a rule that collapsed
+    padded rows SGLang does not collapse made four busy ranks cheaper than two)."""
+    step, _ = _dp8_decode_step(gpu)
+    if not any(loads):
+        return
+    more = list(loads)
+    more[rank] += 1
+    assert step(more) >= step(loads) - 1e-12
+
+
+def test_rocm_padded_rows_read_their_experts_once():
+    """DeepSeek-V3 fp8 at TP8 with dp_size 8, one request on one rank: on CUDA the seven idle
+    ranks' graph rows are stale tokens and read experts as eight tokens do (the step equals
+    eight busy ranks'); on MI355X (ROCm) they are zeroed before the MoE and pick one top-k
+    together, so the step reads the experts of 2 draws, not 8."""
     from specsched.sim.analytic.roofline import routed_experts_s
 
+    step, _ = _dp8_decode_step("H200")
+    assert step([1] + [0] * 7) == pytest.approx(step([1] * 8))
+    assert step([1] * 4 + [0] * 4) == pytest.approx(step([1] * 8))
+    step, dp = _dp8_decode_step("MI355X")
     pr = dp.pad_routing
-    saving = routed_experts_s(pr.arch, pr.gpu, pr.par, pr.eff, 8.0) - routed_experts_s(pr.arch, pr.gpu, pr.par, pr.eff,
-                                                                                        8.0, routed=5.0)
+    args = (pr.arch, pr.gpu, pr.par, pr.eff, 8.0)
+    saving = routed_experts_s(*args) - routed_experts_s(*args, routed=2.0)
     assert saving > 1e-3
-    assert step([1] * 4 + [0] * 4) == pytest.approx(step([1] * 8) - saving)
-    assert routed_experts_s(pr.arch, pr.gpu, pr.par, pr.eff, 8.0, routed=8.0) == routed_experts_s(
-        pr.arch, pr.gpu, pr.par, pr.eff, 8.0)
+    assert step([1] + [0] * 7) == pytest.approx(step([1] * 8) - saving)
+    assert routed_experts_s(*args, routed=8.0) == routed_experts_s(*args)
