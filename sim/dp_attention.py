@@ -150,7 +150,7 @@ def decode_pads_to_max_len(tokens: list[int], spec: bool, row_bytes: int, ca_byt
     extend in the batch): SUM_LEN when every rank has tokens, no speculative algorithm runs and
     the summed hidden states (``row_bytes`` a token) fit the custom all-reduce V2
     (``_decode_sum_len_fits_custom_all_reduce``; ``ca_bytes`` its size, None where V2 does not
-    serve the group: ROCm, PCIe-only GPUs, a group across nodes); else the cheaper collective:
+    serve the group: ROCm, PCIe-only GPUs, a group across nodes outside one NVLink domain); else the cheaper collective:
     MAX_LEN when ``2 x sum >= max x dp``.
 
     ``tokens``: each rank's token count as gathered (aligned to the attention TP size)."""
