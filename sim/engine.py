@@ -257,7 +257,7 @@ class SimEngine(Clients, EngineStretch):
                              and server.stream_interval == 1 and server.scheduler_recv_interval == 1
                              and not self._forward_in_launch)
         self._gpu_memo: dict[int, float] = {}
-        self._seg_memo: dict[tuple[int, int, int], tuple[float, int]] = {}   # plain_timeline.walk's
+        self._seg_memo: dict[tuple[int, int, int], list] = {}   # plain_timeline.walk's segments
         self._host_memo: dict[int, tuple[float, float, float]] = {}
         self._tail_memo: dict[int, float] = {}
         self._host_tab: list[np.ndarray] | None = None

@@ -129,6 +129,7 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
     key = round(ctx / bs / 10.0)
     c = gpu(bs, ctx, key)
     klim = -1             # the iteration at which the key changes (set from P_1 on)
+    seg: list = []        # the segment's memo entry (set with klim)
     lim = ctx             # the context sum at which it changes (set with klim)
     if memo is None:
         memo = {}
@@ -178,9 +179,13 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
                 busy = busy + (e - ep)
                 ep = e
                 j += 1
-                if j == klim:      # the context sum reached the key's limit: a new segment
+                if j == klim:      # the context sum reached the key's limit: the next segment
                     ctx = lim
-                    c, lim = _segment(memo, gpu, ctx, bs)
+                    after = seg[2]   # the one that starts at this sum, linked from the last
+                    if after is None:
+                        after = seg[2] = _segment(memo, gpu, ctx, bs)
+                    seg = after
+                    c, lim = seg[0], seg[1]
                     klim = j + (lim - ctx) // bs
         t = t + hs
         t = t + hl
@@ -249,7 +254,8 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
         else:
             continue
         # a new segment starts here (a breakpoint or the key's limit): its cost and end
-        c, lim = _segment(memo, gpu, ctx, bs)
+        seg = _segment(memo, gpu, ctx, bs)
+        c, lim = seg[0], seg[1]
         klim = j + (lim - ctx) // bs
 
 
@@ -271,17 +277,21 @@ def _pieces(bs0: int, cuts: list[tuple[int, int, float]], firsts: list[float], e
     return pieces
 
 
-def _segment(memo: dict, gpu: Callable[[int, int, int], float], ctx: int, bs: int) -> tuple[float, int]:
-    """The GPU seconds of a decode of ``bs`` requests whose contexts sum to ``ctx`` and the
-    context sum at which its cost key (the mean context rounded to 10) changes
-    (:func:`_key_until`), from ``memo`` under (bs, key, ctx mod bs) or computed and kept
-    there: ``gpu`` depends on (bs, key) only (the cost model's key, see the engine's
-    ``_run_costs``) and the limit on ctx only through ctx mod bs, so every context sum of
-    that residue in the key's range has this pair."""
+def _segment(memo: dict, gpu: Callable[[int, int, int], float], ctx: int, bs: int) -> list:
+    """The segment of a decode of ``bs`` requests whose contexts sum to ``ctx``: the list
+    [GPU seconds, the context sum at which its cost key (the mean context rounded to 10)
+    changes (:func:`_key_until`), the next segment's entry or None], from ``memo`` under
+    (bs, key, ctx mod bs) or computed and kept there: ``gpu`` depends on (bs, key) only (the
+    cost model's key, see the engine's ``_run_costs``) and the limit on ctx only through ctx
+    mod bs, so every context sum of that residue in the key's range has this pair. The
+    third item is what :func:`walk` finds for the segment that starts at that limit (the
+    same batch size), kept there the first time it is asked: the entry of a fixed sum, so
+    a walk that reaches the limit again takes it without the key, the residue and the
+    lookup (the next segment of every walk through this one is the same)."""
     key = round(ctx / bs / 10.0)
     v = memo.get((bs, key, ctx % bs))
     if v is None:
         if len(memo) >= 1 << 16:
             memo.clear()
-        v = memo[(bs, key, ctx % bs)] = (gpu(bs, ctx, key), _key_until(ctx, bs, key))
+        v = memo[(bs, key, ctx % bs)] = [gpu(bs, ctx, key), _key_until(ctx, bs, key), None]
     return v

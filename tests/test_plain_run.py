@@ -343,6 +343,35 @@ def test_walk_is_the_iteration_chain(bs0, mean0, pbs0, stop, drops, gpu_ms, wake
     assert (got.s0, got.s_last, got.e_last, got.rw_last) == (s0, s_last, e_last, rw_last)
 
 
+@settings(max_examples=100, deadline=None)
+@given(walks=st.lists(st.tuples(st.integers(1, 24), st.integers(1, 3000), st.integers(1, 200)), min_size=1, max_size=8),
+       gpu_ms=st.sampled_from([0.05, 3.0]))
+def test_walk_links_each_segment_to_the_one_at_its_limit(walks, gpu_ms):
+    """The walk keeps, in a segment's memo entry, the entry of the segment that starts at
+    its limit (the next one of every walk that reaches it): after walks of one batch size
+    each (so every key change is taken from the link), each linked entry is the one
+    ``_segment`` finds for that sum, which the same walks with a fresh memo at every
+    iteration also agree with (times and sums)."""
+    from specsched.sim.plain_timeline import _segment, walk
+
+    def gpu(b: int, ctx: int, key: int) -> float:
+        return gpu_ms * 1e-3 + b * 1.3e-6 + key * 1e-7
+
+    def host(b: int) -> tuple[float, float, float]:
+        return 2e-4 + b * 1e-6, 1e-4 + (b % 3) * 1e-6, 3e-4 + b * 2e-7
+
+    memo: dict = {}
+    for bs, mean0, stop in walks:
+        run = _Run(stop, bs, mean0 * bs, bs, [(1, bs, mean0 * bs - bs)])
+        kept = walk(run, 3.25, 3.2504, math.inf, 1.6e-5, gpu, host, 0.0, 0.0, memo=memo)
+        n, T, blk, rows, busy, s0, s_last, e_last, rw_last = _chain(run, 3.25, 3.2504, math.inf, 1.6e-5, gpu, host,
+                                                                     None, stop)
+        assert (kept.n, kept.T[: n + 1], kept.blocked, kept.blocked_rows, kept.busy) == (n, T[: n + 1], blk, rows, busy)
+    linked = [(bs, entry) for (bs, _, _), entry in memo.items() if entry[2] is not None]
+    for bs, entry in linked:
+        assert entry[2][:2] == _segment({}, gpu, entry[1], bs)[:2]
+
+
 @settings(max_examples=300, deadline=None)
 @given(spans=st.lists(st.tuples(st.integers(0, 1), st.integers(0, 60)), max_size=12), n=st.integers(0, 61))
 def test_both_counted_from_the_ends_is_both_from_the_changes(spans, n):
