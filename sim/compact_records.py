@@ -16,6 +16,9 @@ import numpy as np
 from specsched.sim.tables import column
 from specsched.sim.typed_columns import column_view, extend_column, new_column
 
+PAIR_TIMES = 1 << 12
+"""The ITL stream is turned into its pairs once it holds this many times (:meth:`ItlSamples.add_stream`)."""
+
 
 class ItlSamples:
     """Inter-token latencies as (value s, multiplicity) pairs: a chunk of n tokens arriving
@@ -29,14 +32,14 @@ class ItlSamples:
     give the pair (t_{i+1} - t_i, c_i) unless c_i is 0. A single pair (v, w) is the two
     times (0.0, v) with counts (w, 0) (v - 0.0 is v), a gap between two delivery times
     (prev, t) the times themselves, and a run of delivery times one time each (the gaps of
-    a closed-form stretch): no Python float per gap, and the copy subtracts them with numpy
-    (the same float64 subtraction) in one pass. The stream is held in Python lists until
-    the copy, which packs it with :mod:`struct` (the same float64 and int32 values): a
-    piece is a list extend, where a typed column's ``fromlist`` parses every value through
-    ``PyArg_Parse`` (~230 instructions a value against ~100 for the copy's pack,
-    docs/performance.md)."""
+    a closed-form stretch): no Python float per gap, and numpy subtracts them (the same
+    float64 subtraction) a part at a time. The stream is held in Python lists until it holds
+    4,096 times (:meth:`add_stream`), then packed with :mod:`struct` (the same float64 and
+    int32 values) and turned into its pairs, which wait for the copy: a piece is a list
+    extend, where a typed column's ``fromlist`` parses every value through ``PyArg_Parse``
+    (~230 instructions a value against ~100 for the pack, docs/performance.md)."""
 
-    __slots__ = ("values", "weights", "_pending", "_pending_w", "_times", "_counts", "_queued")
+    __slots__ = ("values", "weights", "_pending", "_pending_w", "_times", "_counts", "_queued", "_paired")
 
     def __init__(self) -> None:
         self.values = new_column("d")
@@ -46,6 +49,7 @@ class ItlSamples:
         self._times: list[float] = []    # the stream (class docstring): times (s) ...
         self._counts: list[int] = []     # ... and the count of each one's gap to the next
         self._queued = 0                 # pairs and run times in the stream since the last copy
+        self._paired: list[tuple[np.ndarray, np.ndarray]] = []   # the stream's earlier pairs (add_stream)
 
     def add(self, values: np.ndarray, weights: np.ndarray) -> None:
         """Append ITL values (s, float array) with their multiplicities (int array, > 0)."""
@@ -58,12 +62,23 @@ class ItlSamples:
         """Append a piece of the stream (class docstring): ``times`` (s) and, for each, the
         multiplicity of its gap to the next (the last count must be 0: no gap reaches
         into the next piece). ``items``: single pairs plus run times in it (the copy
-        happens once they reach 65,536 since the last one)."""
+        happens once they reach 65,536 since the last one).
+
+        The stream is turned into its pairs once it holds 4,096 times (:data:`PAIR_TIMES`,
+        at the end of a piece), and they wait for the copy behind the arrays, where the copy
+        puts the stream's pairs: no gap spans two pieces (a piece's last count is 0), so the
+        pairs of the stream in parts are those of the whole (each value the same two times
+        subtracted), in the same order. Done while the float objects are still in the CPU's
+        caches, and on arrays of ~4,096 values: the copy of ~80,000 times at once took ~6
+        ms of a 10k-request run's ~0.85 s, most of it cache misses and the page faults of
+        its stream-sized temporaries, fresh memory at every copy (docs/performance.md)."""
         self._times += times
         self._counts += counts
         self._queued += items
         if self._queued >= 1 << 16:
             self._flush()
+        elif len(self._times) >= PAIR_TIMES:
+            self._paired.append(self._stream_pairs())
 
     def add_pair(self, value: float, weight: int) -> None:
         """Append one pair (s, > 0) after what the stream holds."""
@@ -81,22 +96,29 @@ class ItlSamples:
             self._pending.clear()
             self._pending_w.clear()
         if self._times:
-            n = len(self._times)
-            t = np.frombuffer(struct.pack(f"{n}d", *self._times), dtype=np.float64)
-            # the last count is 0 (add_stream); the counts as one byte each while they fit
-            # (a step's multiplicities: batch sizes, tokens of a chunk), which ``bytes``
-            # checks value by value: half the instructions of the int32 pack, the same
-            # integers once widened to int32 below
-            try:
-                c = np.frombuffer(bytes(self._counts), dtype=np.uint8)[:-1]
-            except ValueError:   # a count above 255
-                c = np.frombuffer(struct.pack(f"{n}i", *self._counts), dtype=np.int32)[:-1]
-            keep = c != 0
-            extend_column(self.values, (t[1:] - t[:-1])[keep], "f8")
-            extend_column(self.weights, c[keep], "i4")
-            self._times = []
-            self._counts = []
+            self._paired.append(self._stream_pairs())
+        for v, w in self._paired:
+            extend_column(self.values, v, "f8")
+            extend_column(self.weights, w, "i4")
+        self._paired.clear()
         self._queued = 0
+
+    def _stream_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """The stream's pairs (values s, multiplicities), in order; the stream is left empty."""
+        n = len(self._times)
+        t = np.frombuffer(struct.pack(f"{n}d", *self._times), dtype=np.float64)
+        # the last count is 0 (add_stream); the counts as one byte each while they fit
+        # (a step's multiplicities: batch sizes, tokens of a chunk), which ``bytes``
+        # checks value by value: half the instructions of the int32 pack, the same
+        # integers once widened to int32 in the column
+        try:
+            c = np.frombuffer(bytes(self._counts), dtype=np.uint8)[:-1]
+        except ValueError:   # a count above 255
+            c = np.frombuffer(struct.pack(f"{n}i", *self._counts), dtype=np.int32)[:-1]
+        keep = c != 0
+        self._times = []
+        self._counts = []
+        return (t[1:] - t[:-1])[keep], c[keep]
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(values s, multiplicities), unsorted (read-only views of the stored columns)."""

@@ -782,18 +782,30 @@ def test_population_mean_is_the_per_node_mean(logits, spread):
 @settings(max_examples=150, deadline=None)
 @given(ops=st.lists(st.tuples(st.sampled_from(["single", "pair", "gaps", "wide", "array"]), st.integers(1, 30),
                               st.integers(0, 2**31)), max_size=40),
-       small_flush=st.booleans())
-def test_itl_stream_stores_the_pairs_in_order(ops, small_flush):
+       small_flush=st.booleans(), pair_times=st.sampled_from([None, 1, 3, 16]))
+def test_itl_stream_stores_the_pairs_in_order(ops, small_flush, pair_times):
     """``ItlSamples``: single pairs, gaps between two times and runs of times (the stream,
     subtracted at the copy) and arrays give the values and multiplicities, in the order
     added (arrays first at each copy, then the stream; zero multiplicities dropped), that
-    a plain list of pairs gives; copies in between change nothing else. Fails if the
-    stream's times are paired across pieces or its order is lost, or if a multiplicity
-    above 255 (``wide``: a step of a large batch) is cut to the byte the copy packs the
-    smaller ones in."""
+    a plain list of pairs gives; copies in between change nothing else, and neither does the
+    stream turned into its pairs ahead of the copy (``pair_times``: every few times, where
+    the run does it every 4,096). Fails if the stream's times are paired across pieces or its order is
+    lost, or if a multiplicity above 255 (``wide``: a step of a large batch) is cut to the
+    byte the copy packs the smaller ones in."""
+    from specsched.sim import compact_records
     from specsched.sim.compact_records import ItlSamples
 
-    a = ItlSamples()
+    pairing = compact_records.PAIR_TIMES
+    if pair_times is not None:
+        compact_records.PAIR_TIMES = pair_times
+    try:
+        _itl_stream_case(ItlSamples(), ops, small_flush)
+    finally:
+        compact_records.PAIR_TIMES = pairing
+
+
+def _itl_stream_case(a, ops, small_flush) -> None:
+    """:func:`test_itl_stream_stores_the_pairs_in_order` on the samples ``a``."""
     want_v: list[float] = []
     want_w: list[int] = []
     arrays: list[tuple[float, int]] = []    # pending arrays since the last copy ...
