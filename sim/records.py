@@ -395,9 +395,9 @@ class Recorder:
         Finishes are marked with :meth:`finish_one`."""
         row_of, lastd, firstd = self._row_of, self._last, self._first
         # the ITL stream's piece (ItlSamples.add_stream): each request's first gap of the
-        # run as the two times (prev, ta), then the run's times with their gaps' counts
+        # run as the two times (prev, ta), counts (1, 0), then the run's times with their
+        # gaps' counts
         st: list[float] = []
-        sc: list[int] = []
         for rid, a, b in spans:
             row = row_of[rid]
             prev = lastd[row]
@@ -405,16 +405,15 @@ class Recorder:
             if prev == prev:     # not NaN: the first chunk of the run continues an earlier one
                 st.append(prev)
                 st.append(ta)
-                sc.append(1)
-                sc.append(0)
             elif firstd[row] != firstd[row]:
                 firstd[row] = ta
             lastd[row] = times[b]
-        items = (len(sc) >> 1) + len(times)
+        pairs = len(st) >> 1
+        sc = [1, 0] * pairs
         st.extend(times)
         sc.extend(both)       # times[j] - times[j - 1], j >= 1
         sc.append(0)
-        self.itl.add_stream(st, sc, items)
+        self.itl.add_stream(st, sc, pairs + len(times))
 
     def finish_one(self, rid: int, t: float) -> None:
         """Request ``rid`` completed at ``t`` (s)."""
