@@ -258,6 +258,9 @@ class SimEngine(Clients, EngineStretch):
                              and not self._forward_in_launch)
         self._gpu_memo: dict[int, float] = {}
         self._seg_memo: dict[tuple[int, int, int], list] = {}   # plain_timeline.walk's segments
+        # what every closed-form stretch hands plain_timeline.walk (the profile's, read once)
+        self._wake_s = self.profile.host.sync_wakeup_s
+        self._walk_tail = self._plain_tail if self._has_tail else None
         self._host_memo: dict[int, tuple[float, float, float]] = {}
         self._tail_memo: dict[int, float] = {}
         self._host_tab: list[np.ndarray] | None = None

@@ -88,9 +88,9 @@ class EngineStretch:
             return None
         if type(run) is PlainRun:
             rec = self.rec
-            tm = plain_timeline.walk(run, t0, h.end, t_next, self.profile.host.sync_wakeup_s, self._plain_gpu,
-                                     self._plain_host, self.host_blocked_s, rec.step_totals.busy_s, rec.full,
-                                     tail=self._plain_tail if self._has_tail else None, memo=self._seg_memo)
+            tm = plain_timeline.walk(run, t0, h.end, t_next, self._wake_s, self._plain_gpu, self._plain_host,
+                                     self.host_blocked_s, rec.step_totals.busy_s, rec.full, tail=self._walk_tail,
+                                     memo=self._seg_memo)
             n = tm.n
             if n < 1:
                 return None
