@@ -14,6 +14,7 @@ import sys
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from specsched.sim import weighted_rank
 from specsched.sim.weighted_rank import _unique_sorted, values_at_ranks
 
 
@@ -25,8 +26,22 @@ def _reference(v: np.ndarray, w: np.ndarray, ranks: list[int]) -> list[float]:
 @settings(max_examples=300, deadline=None)
 @given(n=st.integers(1, 3000), seed=st.integers(0, 2**31), distinct=st.sampled_from([1, 2, 5, 40, None]),
        sample=st.integers(1, 200), margin=st.sampled_from([0.0, 1e-4, 0.004, 0.05, 0.5]),
-       heavy=st.booleans(), infinite=st.booleans(), nranks=st.integers(1, 9))
-def test_values_at_ranks_are_the_full_sorts(n, seed, distinct, sample, margin, heavy, infinite, nranks):
+       heavy=st.booleans(), infinite=st.booleans(), nranks=st.integers(1, 9),
+       block=st.sampled_from([None, 1, 7, 64]))
+def test_values_at_ranks_are_the_full_sorts(n, seed, distinct, sample, margin, heavy, infinite, nranks, block):
+    """The values at the ranks are the full sort's, whatever the bracketing sample and
+    margin and the blocks of the counting pass (``block``: pairs a block; the module's is
+    2**15)."""
+    blocks = weighted_rank._BLOCK
+    if block is not None:
+        weighted_rank._BLOCK = block
+    try:
+        _full_sort_case(n, seed, distinct, sample, margin, heavy, infinite, nranks)
+    finally:
+        weighted_rank._BLOCK = blocks
+
+
+def _full_sort_case(n, seed, distinct, sample, margin, heavy, infinite, nranks) -> None:
     rng = np.random.default_rng(seed)
     v = rng.random(n) * 0.05 if distinct is None else rng.choice(rng.random(distinct) * 0.05, n)
     w = rng.integers(1, 8, n)
