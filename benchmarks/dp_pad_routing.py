@@ -1,9 +1,10 @@
 """DP attention on an analytic MoE profile: the group's decode step and end-to-end runs, with
 and without DP attention (docs/dp-attention.md, "Padded rows at the MoE").
 
-Builds the analytic DeepSeek-V3 fp8 profile on 8 GPUs at TP8 (as ``specsched profile
---analytic --model deepseek-v3 --gpu H200 --tp 8 --dtype fp8`` writes it; ``--gpu`` picks
-another shipped GPU, e.g. MI355X, where ROCm zeroes the padded rows) and prints
+Builds an analytic fp8 profile on 8 GPUs at TP8 (as ``specsched profile --analytic --model
+deepseek-v3 --gpu H200 --tp 8 --dtype fp8`` writes it; ``--model`` and ``--gpu`` pick another
+shipped model and GPU, e.g. deepseek-v4-flash on MI355X, where SGLang zeroes the padded rows)
+and prints
 
 - the group's decode forward (GPU ms, sync excluded) for a few per-rank loads at context
   1024, priced by :class:`sim.dp_attention.DPCost`, beside the rows that reach each GPU's
@@ -12,7 +13,10 @@ another shipped GPU, e.g. MI355X, where ROCm zeroes the padded rows) and prints
   256 output tokens, no speculative decoding): median TPOT and output tok/s at TP8 and with
   ``dp_size`` 8.
 
-    python benchmarks/dp_pad_routing.py [--gpu MI355X]
+    python benchmarks/dp_pad_routing.py [--model deepseek-v4-flash] [--gpu MI355X]
+
+Server settings of every run: no speculative decoding, max_running_requests 512,
+chunked_prefill_size 8192, max_prefill_tokens 16384, each layout's default KV pool.
 """
 
 from __future__ import annotations
@@ -32,8 +36,9 @@ from specsched.sim.profile import Profile
 from specsched.sim.server_args import ServerArgs
 
 SERVER = {"speculative_algorithm": "none", "speculative_num_draft_tokens": 1, "tp_size": 8,
-          "max_running_requests": 512, "chunked_prefill_size": 8192, "max_prefill_tokens": 16384,
-          "max_total_num_tokens": 400_000}
+          "max_running_requests": 512, "chunked_prefill_size": 8192, "max_prefill_tokens": 16384}
+# no max_total_num_tokens: each layout gets the pool SGLang derives from its memory (under DP
+# attention the key is per rank, so one figure for both would give dp_size 8 eight times the pool)
 LOADS = {"1 request on 1 rank": [1] + [0] * 7, "1 request on each of 4 ranks": [1] * 4 + [0] * 4,
          "1 on each of 8": [1] * 8, "8 on each of 8": [8] * 8, "9 on one, 8 on the others": [9] + [8] * 7,
          "64 on each of 8": [64] * 8}
@@ -61,12 +66,13 @@ def run(prof: Profile, dp: int, workload: dict) -> tuple[float, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description="DP attention on the analytic DeepSeek-V3 fp8 profile on 8 GPUs: the "
+    ap = argparse.ArgumentParser(description="DP attention on an analytic fp8 MoE profile on 8 GPUs: the "
                                  "group's decode step by per-rank load, and runs at TP8 and dp_size 8.")
     ap.add_argument("--gpu", default="H200", help="a shipped GPU name (default H200)")
+    ap.add_argument("--model", default="deepseek-v3", help="a shipped MoE model name (default deepseek-v3)")
     ap.add_argument("--context", type=int, default=1024, help="context of the priced steps (default 1024)")
     args = ap.parse_args()
-    prof = Profile.model_validate(build_profile(load_model("deepseek-v3"), load_gpu(args.gpu), 8, "fp8"))
+    prof = Profile.model_validate(build_profile(load_model(args.model), load_gpu(args.gpu), 8, "fp8"))
     print("| load (requests per rank) | group decode, GPU ms | MoE rows / routed independently |")
     print("|---|---:|---|")
     for name, loads in LOADS.items():

@@ -40,7 +40,7 @@ A forward's cost: with a per-rank profile (a measured rank, as the agentic one),
 rank's own batch; with an analytic profile of the whole TP group (``specsched profile
 --analytic --tp N``, ``dp_size`` dividing N), the group's forward: the MLP/MoE over every
 rank's tokens, each rank's attention over its own requests (:meth:`DPCost._group_gpu`), the
-routed experts read once for padded rows that compute one hidden state (:class:`PadRouting`: ROCm zeroes them).
+routed experts read once for padded rows that compute one hidden state (:class:`PadRouting`: DeepSeek-V4 on ROCm zeroes them).
 Not modelled: the MoE's work as a function of every rank's tokens for a per-rank profile,
 load-balance methods other than round robin, the decode-to-extend conversion of prefill CUDA graphs, and the graph vote (a rank
 that extends makes every rank's decode eager; with speculative decoding no decode runs
@@ -134,6 +134,14 @@ def dp_attention_weight_read_s(profile, dp_size: int) -> float:
     return extra / (bw * 1e12 * eff)
 
 
+PAD_ROWS_ZEROED_ARCHS = frozenset({"DeepseekV4ForCausalLM"})
+"""Architectures whose MoE input has every DP-attention padded row zeroed on ROCm: only the
+DeepSeek-V4 models route their TP MoE gather through models/deepseek_common/moe_transport.py
+(imported by deepseek_v4.py, deepseek_v4_boundary.py, deepseek_v4_platform_stage.py alone), whose
+``MoeRowTransport`` calls ``_mask_dp_pad_rows`` under ``_is_hip`` ("pad rows are not refreshed
+during graph replay"). Other MoE models (deepseek_v2.py's DeepseekV3ForCausalLM, qwen3_moe.py)
+gather their padded rows as they are, on ROCm as on CUDA."""
+
 CUSTOM_ALL_REDUCE_V2_MAX_BYTES = 16 * 1024 * 1024
 """The largest buffer SGLang 0.5.23's custom all-reduce V2 takes on CUDA (environ.py
 ``SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB``, 16 x 1024 KiB, below every tuned Hopper/Blackwell
@@ -191,11 +199,12 @@ def moe_rows(tokens: list[int], align: int, graph_rows: int | None, *, spec: boo
       calls the top-k with no other bound; ``mask_dp_pad_moe_topk_ids`` runs only with expert
       parallelism and SGLANG_OPT_MASK_DP_PAD_MOE (off; token_dispatcher/standard.py).
 
-    On ROCm (``zeroes_pads``) every padded row's MoE input is zeroed before the gather, graph
-    and eager alike (models/deepseek_common/moe_transport.py ``MoeRowTransport``,
-    ``_mask_dp_pad_rows``, under forward_batch_info.py ``_dp_tp_moe_masks_pad_rows``): all
-    padded rows are one draw. So on CUDA only eager zero rows on busy ranks collapse, which
-    happens above the captured graph sizes, where a batch reads nearly every expert anyway."""
+    DeepSeek-V4 on ROCm (``zeroes_pads``, :data:`PAD_ROWS_ZEROED_ARCHS`): every padded row's MoE
+    input is zeroed before the gather, graph and eager alike (models/deepseek_common/
+    moe_transport.py ``MoeRowTransport``, ``_mask_dp_pad_rows``, under forward_batch_info.py
+    ``_dp_tp_moe_masks_pad_rows``): all padded rows are one draw. Elsewhere only eager zero rows
+    on busy ranks collapse, which happens above the captured graph sizes, where a batch reads
+    nearly every expert anyway."""
     real = sum(tokens)
     if graph_rows is not None:
         rows = max(graph_rows, max(-(-n // align) * align for n in tokens)) * len(tokens)
@@ -236,6 +245,7 @@ class PadRouting:
         # dispatch_custom_allreduce, custom_all_reduce_v2.py can_use_custom_all_reduce_v2)
         cuda_ar = self.gpu.platform == "cuda" and not self.gpu.pcie_only and self.gpu.custom_allreduce(tp)
         self.ca_bytes = CUSTOM_ALL_REDUCE_V2_MAX_BYTES if cuda_ar else None
+        self.zeroes_pads = self.gpu.platform == "hip" and bool(PAD_ROWS_ZEROED_ARCHS & set(self.arch.architectures))
         self.cost = cost
 
     def rows(self, plan: GroupPlan) -> tuple[int, int]:
@@ -244,7 +254,7 @@ class PadRouting:
         loads = [p.batch_size if p is not None else 0 for p in plan.parts]
         pad = self.cost.padded_batch(max(loads))
         return moe_rows([n * w for n in loads], self.align, None if pad is None else pad * w, spec=self.cost.spec,
-                        row_bytes=self.row_bytes, ca_bytes=self.ca_bytes, zeroes_pads=self.gpu.platform == "hip")
+                        row_bytes=self.row_bytes, ca_bytes=self.ca_bytes, zeroes_pads=self.zeroes_pads)
 
     def saving_s(self, plan: GroupPlan, priced_rows: int) -> float:
         """Seconds of expert weight reads the group's step at ``priced_rows`` tokens holds for
