@@ -151,6 +151,35 @@ hidden states that fits it runs SUM_LEN (layers/dp_attention.py
 ``_decode_sum_len_fits_custom_all_reduce``)."""
 
 
+NO_ATTENTION_DP_LAYOUT = {"LlamaForCausalLM": "llama.py", "Qwen2ForCausalLM": "qwen2.py",
+                          "MixtralForCausalLM": "mixtral.py"}
+"""Architectures whose SGLang 0.5.23 model file (srt/models/, the value) never reads the
+attention TP size (no ``attn_tp_size`` / ``get_attention_tp_size``): their attention is split by
+the whole TP size whatever ``enable_dp_attention`` says, where the DP-aware files
+(deepseek_v2.py, qwen3.py, qwen3_moe.py, qwen2_moe.py, gpt_oss.py, ...) give each rank
+``num_heads // attn_tp_size`` heads."""
+
+
+def dp_attention_layout_note(scenario, profile) -> str | None:
+    """One line when a scenario runs DP attention on an analytic profile whose model SGLang
+    0.5.23 does not lay out for it (:data:`NO_ATTENTION_DP_LAYOUT`): the run prices the
+    DP-aware layout (each rank's attention on ``tp / dp`` GPUs, :class:`DPCost`), which such a
+    server does not have, so its figures are a what-if of a layout SGLang lacks. None otherwise."""
+    srv = scenario.server
+    if not srv.enable_dp_attention or srv.attn_dp_size <= 1:
+        return None
+    analytic = getattr(profile, "analytic", None) or {}
+    model, tp = analytic.get("model") or {}, int(analytic.get("tp") or 0)
+    for arch in model.get("architectures") or []:
+        if arch in NO_ATTENTION_DP_LAYOUT:
+            return (f"note: enable_dp_attention on {model.get('name', arch)} ({arch}): SGLang 0.5.23's "
+                    f"models/{NO_ATTENTION_DP_LAYOUT[arch]} has no attention-DP layout (it splits attention by the "
+                    f"whole TP size); this run prices the layout DP-aware models have (attention over tp / dp = "
+                    f"{tp // srv.attn_dp_size} GPU{'' if tp == srv.attn_dp_size else 's'} a rank), a what-if rather "
+                    "than that server")
+    return None
+
+
 def decode_pads_to_max_len(tokens: list[int], spec: bool, row_bytes: int, ca_bytes: int | None) -> bool:
     """Whether a decode or verify forward of the DP group pads every rank to the largest rank's
     tokens before the gather (MAX_LEN) rather than gathering each rank's own (SUM_LEN), as

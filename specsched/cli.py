@@ -295,6 +295,10 @@ def _run_command(args: argparse.Namespace) -> int:
 
     if (cap := spec_cap_note(scenario, result.table("timeseries"))) is not None:
         print(cap, file=sys.stderr)
+    from specsched.sim.dp_attention import dp_attention_layout_note
+
+    if (layout := dp_attention_layout_note(scenario, profile)) is not None:
+        print(layout, file=sys.stderr)
     write_results(result, out, fmt=args.format)
     print(f"simulated in {wall:.2f} s; results in {out}/")
     if args.set and scenario.reference.get(args.arm):

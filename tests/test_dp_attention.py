@@ -430,3 +430,31 @@ def test_rocm_padded_rows_read_their_experts_once():
     assert saving > 1e-4
     assert step([1] + [0] * 7) == pytest.approx(step([1] * 8) - saving)
     assert routed_experts_s(*args, routed=8.0) == routed_experts_s(*args)
+
+
+def test_dp_attention_on_a_model_sglang_does_not_lay_out_for_it_is_noted():
+    """SGLang 0.5.23's models/llama.py never reads the attention TP size, so a Llama server with
+    enable_dp_attention has no attention-DP layout; the run says its figures price the layout
+    DP-aware models have (sim/dp_attention.py dp_attention_layout_note). DeepSeek-V3
+    (deepseek_v2.py splits num_heads // attn_tp_size) and runs without DP attention get no note."""
+    from specsched.sim.analytic.gpus import load_gpu
+    from specsched.sim.analytic.models import load_model
+    from specsched.sim.analytic.writer import build_profile
+    from specsched.sim.dp_attention import dp_attention_layout_note
+    from specsched.sim.profile import Profile
+
+    def scenario(dp: int) -> Scenario:
+        server = {"speculative_algorithm": "none", "speculative_num_draft_tokens": 1}
+        if dp > 1:
+            server |= {"enable_dp_attention": True, "dp_size": dp}
+        return Scenario.model_validate({"name": "n", "profile": "analytic", "seed": 1, "server": server,
+                                        "acceptance": {"mean_accept_length": 1.0},
+                                        "workload": {"kind": "burst", "num_requests": 2, "input_len": {"kind": "fixed", "value": 64},
+                                                     "output_len": {"kind": "fixed", "value": 4}}})
+
+    llama = Profile.model_validate(build_profile(load_model("llama-3.1-70b"), load_gpu("H100"), 8, "bf16"))
+    dsv3 = Profile.model_validate(build_profile(load_model("deepseek-v3"), load_gpu("H200"), 8, "fp8"))
+    note = dp_attention_layout_note(scenario(4), llama)
+    assert note is not None and "models/llama.py" in note and "tp / dp = 2 GPUs" in note
+    assert dp_attention_layout_note(scenario(1), llama) is None
+    assert dp_attention_layout_note(scenario(4), dsv3) is None
