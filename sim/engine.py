@@ -46,6 +46,7 @@ from specsched.sim.errors import ConfigError
 from specsched.sim.gc_pause import collector_paused
 from specsched.sim.grid_range import (
     AcceptanceBeyond,
+    AcceptanceSiblingUnread,
     AcceptanceTreeCut,
     AcceptanceTreeShape,
     RangeNote,
@@ -625,6 +626,9 @@ class SimEngine(Clients, EngineStretch):
             # rank-1 rates turned into this tree's accept length by the tree model (a mean is
             # solved on the tree it was measured on, and drawn as stated there)
             notes.append(AcceptanceTreeShape(None, (run[0], run[1]), acc.mean, self.scenario.acceptance.sibling_rate))
+        elif (stated is None and run is not None and run[0] > 1 and self.scenario.acceptance.sibling_rate is not None
+              and self.scenario.acceptance.mean_accept_length is not None):
+            notes.append(AcceptanceSiblingUnread((run[0], run[1]), self.scenario.acceptance.sibling_rate))
         return merged(notes)
 
     def cost_models(self) -> list[Any]:

@@ -358,7 +358,37 @@ class AcceptanceTreeShape:
                 f"state the acceptance measured on this tree (acceptance.tree [{k1}, {n1}])")
 
 
-RangeNote = GridExit | EagerUnpriced | DecodeFromVerify | AcceptanceBeyond | AcceptanceTreeCut | AcceptanceTreeShape
+@dataclass(frozen=True)
+class AcceptanceSiblingUnread:
+    """``acceptance.sibling_rate`` given beside a ``mean_accept_length`` with no
+    ``acceptance.tree``: the mean is taken as measured on the run's own draft tree and drawn as
+    stated there (:class:`sim.acceptance.AcceptanceModel`), so the sibling rate leaves the mean
+    as stated (only the draws' per-depth shape follows the tree model).
+    A user who switched a scenario to a wider EAGLE tree by ``--set`` and added a sibling rate
+    expects the tree to accept more; the line says what to state for that.
+
+    Attributes:
+        run: ``[topk, draft tokens]`` the run drafts.
+        sibling_rate: the unread ``acceptance.sibling_rate``.
+    """
+
+    run: tuple[int, int]
+    sibling_rate: float
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return "", "acceptance-sibling-unread", f"{self.run[0]:04d}-{self.run[1]:04d}"
+
+    def line(self) -> str:
+        k, n = self.run
+        return (f"warning: acceptance: sibling_rate {self.sibling_rate:g} leaves the mean accept length as stated: "
+                f"mean_accept_length is taken as measured on this run's own draft tree (speculative_eagle_topk {k}, "
+                f"{n} draft tokens), only its draws' shape follows the tree model; to carry it from the tree it was "
+                "measured on, state that tree (acceptance.tree [topk, draft tokens]), or give per_position_rates as "
+                "the draft's rank-1 rates")
+
+
+RangeNote = GridExit | EagerUnpriced | DecodeFromVerify | AcceptanceBeyond | AcceptanceTreeCut | AcceptanceTreeShape | AcceptanceSiblingUnread
 
 
 def merged(notes: Iterable[RangeNote]) -> list[RangeNote]:

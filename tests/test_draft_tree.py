@@ -219,3 +219,28 @@ def test_rank1_rates_on_a_wider_tree_say_once_that_the_accept_length_is_the_tree
     assert lines(tree, {"mean_accept_length": 3.4, "sibling_rate": 0.3})[1] == []
     assert lines(chain, rates)[1] == []
     assert lines(tree, {**rates, "sibling_rate": None})[1] == []   # no sibling_rate: its own line
+
+
+def test_a_sibling_rate_beside_a_mean_on_the_runs_own_tree_says_the_mean_stays():
+    """A mean_accept_length with a sibling_rate and no acceptance.tree is taken as measured on
+    the run's own tree and drawn as stated there: switching a scenario to a wider EAGLE tree and
+    adding a sibling rate moved nothing, silently (sim/grid_range.py AcceptanceSiblingUnread).
+    With acceptance.tree stated, or on a chain, or without a sibling rate, no such line."""
+    from specsched.sim.engine import SimEngine
+    from specsched.sim.grid_range import warning_lines
+
+    from tests.conftest import make_scenario, tiny_profile
+
+    tree = {"speculative_algorithm": "eagle", "speculative_num_steps": 5, "speculative_eagle_topk": 4,
+            "speculative_num_draft_tokens": 8}
+    chain = {**tree, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 6}
+
+    def lines(srv, acc):
+        eng = SimEngine(make_scenario(srv, {"num_requests": 2}, acceptance=acc), tiny_profile())
+        return [x for x in warning_lines(eng.range_notes()) if "leaves the mean accept length as stated" in x]
+
+    found = lines(tree, {"mean_accept_length": 3.4, "sibling_rate": 0.3})
+    assert len(found) == 1 and "speculative_eagle_topk 4, 8 draft tokens" in found[0] and "sibling_rate 0.3" in found[0]
+    assert lines(tree, {"mean_accept_length": 3.4, "sibling_rate": 0.3, "tree": [1, 6]}) == []
+    assert lines(chain, {"mean_accept_length": 3.4, "sibling_rate": 0.3}) == []
+    assert lines(tree, {"mean_accept_length": 3.4}) == []
