@@ -99,6 +99,7 @@ from specsched.sim.config import (
     load_scenario,
     validation_error,
 )
+from specsched.sim.dp_dispatch import resolve_method
 from specsched.sim.errors import ConfigError, FieldError, clipped
 from specsched.sim.profile import analytic_costs, load_profile
 from specsched.sim.server_args import (
@@ -900,6 +901,18 @@ def _server(run: BenchRun, notes: list[str], state_with: str = "--template") -> 
                 notes.append(f"server_info speculative_algorithm {v!r} has no modelled drafter here: left out")
                 continue
         out[k] = v
+    lb = out.get("load_balance_method")
+    if lb is not None and (_int_or_1(out.get("dp_size")) <= 1 or out.get("enable_dp_attention")
+                           or lb in ("auto", resolve_method("auto", str(info.get("disaggregation_mode") or "null")))):
+        # kept where it changes the run: a method of the line's data-parallel replicas other
+        # than what auto resolves to (sim/dp_dispatch.py); DP attention's ranks run auto's only
+        # (a load-aware method there: the line's value is named, not run)
+        if out.get("enable_dp_attention") and _int_or_1(out.get("dp_size")) > 1 and lb not in (
+                "auto", resolve_method("auto", str(info.get("disaggregation_mode") or "null"))):
+            notes.append(f"{SETUP_MISMATCH}the line's server sent requests to its DP attention ranks by "
+                         f"load_balance_method {lb!r}; the scenario sends them by what auto resolves to, the only "
+                         "method the model runs under DP attention: TTFT under uneven load may differ")
+        del out["load_balance_method"]
     while out:   # drop what the model cannot use, one key at a time, saying which
         try:
             ServerArgs.model_validate(out)
@@ -1325,17 +1338,6 @@ def _setup_notes(run: BenchRun, profile: str, notes: list[str]) -> None:
             notes.append(f"{SETUP_MISMATCH}profile {profile} prices tp_size {hw.tp_size}, but the line's server ran "
                          f"tp_size {tp}: the prediction is for the profile's setup (a profile for it: specsched "
                          f"profile --analytic --tp {tp} ...)")
-    # a dp_size without DP attention is replicas, each of tp_size GPUs: the scenario keeps it
-    # and the run simulates them (sim/dp_replicas.py), routed as the model routes DP ranks
-    # (sglang_launch_args.py _load_balance_runs); a load-aware method
-    # (data_parallel_controller.py total_requests_scheduler, ...) is not modelled
-    ranks = max(_int_or_1(info.get("dp_size")), _int_or_1(info.get("attn_dp_size")))
-    lb = info.get("load_balance_method")
-    if ranks > 1 and isinstance(lb, str) and not UNMODELLED["load_balance_method"].runs(lb.lower(),
-                                                                                     {**info, "dp_size": ranks}):
-        notes.append(f"{SETUP_MISMATCH}the line's server sent requests to its {ranks} DP ranks by load_balance_method "
-                     f"{lb!r} (by their load); the scenario sends them round robin, the only method the model runs "
-                     "(SGLang's auto): TTFT under uneven load may differ")
     model = (prof.analytic or {}).get("model")
     kv_line = LINE_KV_BYTES.get(str(info.get("kv_cache_dtype")).lower())
     kv_prof = model.get("kv_cache_bytes") if isinstance(model, dict) else None

@@ -13,13 +13,19 @@ What SGLang 0.5.23 does with ``--dp-size N`` and no attention DP (``attn_dp_size
    :mod:`sim.dp_attention`). So each replica is simulated as the scenario's server with the
    scenario's profile (:class:`sim.member_server.MemberServer`): on the run's one clock, or,
    with open arrivals, on a clock of its own (:meth:`ReplicaEngine._host`).
-2. **Round-robin dispatch.** ``load_balance_method`` ``auto`` resolves to ``round_robin`` on a
-   server that is not a disaggregated prefill server (arg_groups/serving_hook.py
-   ``handle_load_balance_method``); ``round_robin_scheduler`` sends each tokenized request to
-   the next replica of a counter, in the order requests reach the controller (after the
-   tokenizer), blind to prefixes and load. A request the tokenizer rejects never reaches it
-   and takes no turn; one the scheduler rejects at its door (a trace row past the context)
-   does.
+2. **Dispatch.** ``load_balance_method`` (:mod:`sim.dp_dispatch`): ``auto`` resolves to
+   ``round_robin`` on a server that is not a disaggregated prefill server
+   (arg_groups/serving_hook.py ``handle_load_balance_method``); ``round_robin_scheduler`` sends
+   each tokenized request to the next replica of a counter, in the order requests reach the
+   controller (after the tokenizer), blind to prefixes and load. A request the tokenizer
+   rejects never reaches it and takes no turn; one the scheduler rejects at its door (a trace
+   row past the context) does. ``total_requests`` and ``total_tokens`` send it to the least
+   loaded replica by the load snapshots the replicas publish (each replica's
+   :class:`sim.dp_dispatch.LoadPublisher`, at its loop's publish points) and the controller
+   reads at most every 20 ms, plus its own count of what it sent since
+   (:class:`sim.dp_dispatch.LoadAware`). The dispatch then depends on every replica's state,
+   so all replicas run on the run's clock, step by step (no collapsed decode stretches: a
+   snapshot is due every 15th decode), and open arrivals are sent at their arrival times.
 3. **One client.** bench_serving's clients, their ``--max-concurrency`` semaphore and the
    tokenizer FIFO are shared: a closed-loop client's next request goes wherever the counter
    points, so replicas interact through the clients only.
@@ -34,8 +40,7 @@ are each the largest replica's peak; host blocked seconds, retractions, delayed 
 cache hits are summed;
 ``dp_replicas`` says how many replicas ran.
 
-Not modelled: the load-aware methods (``total_requests``, ``total_tokens``, which read
-schedulers' load snapshots at most every 20 ms: ``refresh_load_budget``), refused at
+Not modelled: ``follow_bootstrap_room`` (it routes a PD router's requests only), refused at
 validation; replicas of a disaggregated server (each role's ``instances`` say that).
 """
 
@@ -47,8 +52,10 @@ from typing import Any
 import numpy as np
 from specsched.sim.config import Scenario
 from specsched.sim.disagg_records import deployment_step_summary
+from specsched.sim.dp_dispatch import LoadPublisher, SnapshotBoard, make_dispatcher, resolve_method
 from specsched.sim.engine import SimEngine, Stalled
 from specsched.sim.member_server import MemberServer
+from specsched.sim.ops import Launch, Recv, Results, WaitForWork
 from specsched.sim.profile import Profile
 from specsched.sim.request import Req
 from specsched.sim.scheduler_sums import GroupKV, SchedulerSums
@@ -66,37 +73,60 @@ class ReplicaEngine(SimEngine):
         super().__init__(scenario, profile, seed, fast_forward=fast_forward, records=records)
         self.rec.writer_column = "dp_rank"   # steps and timeseries rows say their replica
         one = self.server.model_copy(update={"dp_size": 1})   # each replica: the whole server
-        self.replicas = [MemberServer(self, one, i, self.device, fast_forward)
-                         for i in range(self.server.dp_size)]
-        self._next_replica = 0   # round_robin_scheduler's counter
+        n = self.server.dp_size
+        self.lb_method = resolve_method(self.server.load_balance_method, self.server.disaggregation_mode)
+        self.board = SnapshotBoard(n)   # what the replicas publish, what the controller reads
+        self.dispatcher = make_dispatcher(self.lb_method, n, self.board)
+        if self.dispatcher.reads_load:
+            self.replicas: list[MemberServer] = [PublishingReplica(self, one, i, self.device, LoadPublisher(self.board, i))
+                                                 for i in range(n)]
+        else:
+            self.replicas = [MemberServer(self, one, i, self.device, fast_forward) for i in range(n)]
+        self.dispatched = [0] * n   # requests sent to each replica
         self._alone = False      # open arrivals: replicas run one after another (_host)
         self._force_shared_clock = False   # tests: every replica on the run's clock even then
         self.sched = _Replicas([r.sched for r in self.replicas])
 
     # -------------------------------------------------------------- dispatch
     def _arrive(self, req: Req) -> None:
-        """The DP controller sends ``req`` to the next replica (``round_robin_scheduler``)."""
-        replica = self.replicas[self._next_replica]
-        self._next_replica = (self._next_replica + 1) % len(self.replicas)
-        replica._arrive(req)
+        """The DP controller sends ``req`` to the replica its method picks now
+        (:mod:`sim.dp_dispatch`)."""
+        rank = self.dispatcher.choose(self.env.now, req.input_len)
+        self.dispatched[rank] += 1
+        self.replicas[rank]._arrive(req)
 
     def _open_arrivals(self, times: np.ndarray) -> None:
-        """Open arrivals (no client waits for a reply): every arrival time, and so every
-        replica's share, is known now. Replica k gets the k-th, (k+N)-th, ... request to reach
-        the controller, and takes them when its own clock reaches them (no SimPy process per
-        request, as a lone server's host does)."""
+        """Open arrivals (no client waits for a reply): every arrival time is known now. Round
+        robin: so is every replica's share: replica k gets the k-th, (k+N)-th, ... request to
+        reach the controller, and takes them when its own clock reaches them (no SimPy process
+        per request, as a lone server's host does). A load-aware method picks by the load at
+        each arrival: one process sends them at their times (:meth:`_send_arrivals`)."""
         super()._open_arrivals(times)
         n = len(self.replicas)
+        if self.dispatcher.reads_load:
+            arrive, specs = self._arrive_at, self._arrive_specs
+            self._arrive_at, self._arrive_specs, self._next_arrival = [], [], math.inf
+            self.env.process(self._send_arrivals(arrive, specs))
+            return
+        self.dispatched = [len(self._arrive_at[k::n]) for k in range(n)]
         for k, r in enumerate(self.replicas):
             r._arrive_at, r._arrive_specs = self._arrive_at[k::n], self._arrive_specs[k::n]
             r._next_arrival = r._arrive_at[0] if r._arrive_at else r._next_arrival
-        self._next_replica = len(self._arrive_at) % n
+        self.dispatcher.counter = len(self._arrive_at) % n
         self._arrive_at, self._arrive_specs = [], []
         if not self._force_shared_clock:
             # no replica can affect another: each runs on a clock of its own (_host)
             for r in self.replicas:
                 r.own_clock(len(r._arrive_specs))
             self._alone = True   # after: requests_left (another thread) reads the replicas' counts
+
+    def _send_arrivals(self, arrive: list[float], specs: list):
+        """Open arrivals under a load-aware method: each reaches the controller at its time
+        (its client's row was recorded at its send time: :meth:`_open_arrivals`)."""
+        for t, spec in zip(arrive, specs, strict=True):
+            if t > self.env.now:
+                yield self.env.timeout(self._delay_to(t))
+            self._arrive(self._req(spec))
 
     # -------------------------------------------------------------------- run
     def _host(self):
@@ -156,6 +186,42 @@ class ReplicaEngine(SimEngine):
         result.extra.update(fast_forward_runs=sum(r.ff_runs for r in self.replicas),
                             fast_forward_iterations=sum(r.ff_iterations for r in self.replicas))
         return result
+
+
+class PublishingReplica(MemberServer):
+    """A replica that publishes its load (:class:`sim.dp_dispatch.LoadPublisher`) where SGLang's
+    scheduler does: at the top of every batch's result processing (managers/scheduler.py
+    ``process_batch_result`` calls ``publish_load_snapshot``, forced after an extend batch) and
+    on a pass that ran nothing (``on_idle``): going idle, and its last idle pass before the
+    receive that ends it. Run step by step (no collapsed decode stretches): the publishes fall
+    on single decode steps. The publisher reads this replica's scheduler only."""
+
+    def __init__(self, deploy: SimEngine, server: Any, index: int, device: Any, publisher: LoadPublisher) -> None:
+        super().__init__(deploy, server, index, device, fast_forward=False)
+        self.publisher = publisher
+
+    def _scheduler_loop(self):
+        inner = super()._scheduler_loop()
+        pub, sched = self.publisher, self.sched
+        ran = True   # the pass so far launched or processed a batch, or went idle
+        op = next(inner)
+        while True:
+            tp = type(op)
+            if tp is Recv:
+                if not ran:   # the last pass ran nothing with requests waiting: on_idle, not fully idle
+                    pub.idle_pass(self._t, sched)
+                ran = False
+            elif tp is Launch or tp is Results:
+                ran = True
+            elif tp is WaitForWork:
+                pub.idle_pass(self._t, sched)   # fully idle
+                ran = True
+            result = yield op
+            if tp is Results:
+                pub.batch_processed(self._t, sched, op.handle.plan.is_prefill)
+            elif tp is WaitForWork:
+                pub.idle_pass(self._t, sched)   # its last idle pass, then the receive
+            op = inner.send(result)
 
 
 class _Replicas(SchedulerSums):

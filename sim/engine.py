@@ -409,8 +409,12 @@ class SimEngine(Clients, EngineStretch):
         if self._remaining == 0 and not self.all_done.triggered:
             self.all_done.succeed()
 
+    def _scheduler_loop(self) -> Any:
+        """The scheduler's event loop this host executes (:func:`sim.loop.scheduler_loop`)."""
+        return scheduler_loop(self.sched, self.server, fast_forward=self.fast_forward)
+
     def _host(self):
-        loop = scheduler_loop(self.sched, self.server, fast_forward=self.fast_forward)
+        loop = self._scheduler_loop()
         sched, cost, wake = self.sched, self.cost, self.profile.host.sync_wakeup_s
         slot_expansion = self.profile.host.slot_expansion_s
         rec = self.rec

@@ -252,10 +252,9 @@ ports, API keys, served model name, the model's path, seeds, watchdogs and timeo
 absent from the results' `scenario.yaml`; their values are checked against the type `ServerArgs`
 declares (`log_level: 7` is refused); the ones that live elsewhere here (`kv_cache_dtype`,
 `dtype`: the profile's) are refused with a line saying where; the ones the model does not have
-(`tp_size`: the profile's; `load_balance_method`, `pp_size`, `enable_hierarchical_cache`,
+(`tp_size`: the profile's; `pp_size`, `enable_hierarchical_cache`,
 `enable_two_batch_overlap`, `speculative_accept_threshold_single`) are accepted, with a note, at
-the value the model runs (the profile's TP size, the routing it does: round-robin, on a
-disaggregated prefill server by bootstrap room; SGLang's default) and refused at any other, with
+the value the model runs (the profile's TP size; SGLang's default) and refused at any other, with
 a line saying what it changes and what is allowed; any other SGLang argument, and one that lives
 elsewhere, is accepted at 0.5.23's declared default (`ep_size: 1`, `radix_eviction_policy: lru`,
 `sampling_backend: null`, `dtype: auto`: the same server as without it), left out with a `note:`

@@ -308,7 +308,8 @@ class ServerArgs(BaseModel):
     swa_full_tokens_ratio: float = Field(0.8, gt=0, le=1, description="SWA pool tokens / full pool tokens (SGLang --swa-full-tokens-ratio, in (0, 1]); the SWA pool is int(max_total_num_tokens x ratio), page-aligned. Read only with sliding_window_size.")
     swa_eviction_interval: int = Field(128, ge=1, description="A request's SWA tokens behind the window are freed once this many have slid out (SGLang SGLANG_SWA_EVICTION_INTERVAL). Read only with sliding_window_size.")
     enable_dp_attention: bool = Field(False, description="Data-parallel attention (SGLang --enable-dp-attention): dp_size ranks, each its own scheduler, waiting queue, running batch and KV pool, run their forwards in lock-step (sim/dp_attention.py, docs/dp-attention.md). max_total_num_tokens is per rank; chunked_prefill_size and max_running_requests are the server's and divided by dp_size as SGLang does.")
-    dp_size: int = Field(1, ge=1, le=1024, description="Data-parallel size (SGLang --dp-size). Without enable_dp_attention: that many independent replicas of this server, each a whole server of the profile's GPUs with its own queue, batch, KV pool and forward stream (sim/dp_replicas.py, docs/dp-replicas.md). With it: lock-step DP-attention ranks (sim/dp_attention.py). Requests go to them round-robin in arrival order (data_parallel_controller.py round_robin_scheduler).")
+    dp_size: int = Field(1, ge=1, le=1024, description="Data-parallel size (SGLang --dp-size). Without enable_dp_attention: that many independent replicas of this server, each a whole server of the profile's GPUs with its own queue, batch, KV pool and forward stream (sim/dp_replicas.py, docs/dp-replicas.md). With it: lock-step DP-attention ranks (sim/dp_attention.py). Requests go to them by load_balance_method (round-robin in arrival order by default: data_parallel_controller.py round_robin_scheduler).")
+    load_balance_method: Literal["auto", "round_robin", "follow_bootstrap_room", "total_requests", "total_tokens"] = Field("auto", description="How the DP controller picks a data-parallel replica for each request (SGLang --load-balance-method; sim/dp_dispatch.py, docs/dp-replicas.md): auto resolves to round_robin (follow_bootstrap_room on a disaggregated prefill server); round_robin, the next replica in turn; total_requests, the replica with the fewest running + waiting requests; total_tokens, the fewest KV tokens in use + waiting tokens; both load-aware methods read the replicas' published load snapshots at most every 20 ms and count their own dispatches in between. With dp_size 1 any value (no DP controller); DP attention and follow_bootstrap_room run what auto resolves to only.")
     dp_spec_prefill_coordination: bool = Field(False, description="DP attention with speculative decoding (SGLang SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION): False (0.5.23's default), a prefill on any rank makes every rank without one run an idle batch instead of its decode; True, each rank runs its own prefill or decode in the same forward (refused with dflash, as SGLang refuses it).")
     disaggregation: Disaggregation | None = Field(None, description="Prefill-decode disaggregation (SGLang --disaggregation-mode prefill / decode behind a router): the layout of prefill and decode servers, each role's server overrides (sim/disagg_config.py, docs/disaggregation.md). None: one colocated server.")
     disaggregation_mode: Literal["null", "prefill", "decode"] = Field("null", description="This server's role (SGLang --disaggregation-mode); set per role by server.disaggregation, not by hand.")
@@ -621,6 +622,7 @@ class ServerArgs(BaseModel):
                              "data-parallel replicas of a disaggregated server are not modelled: give each role's "
                              "server count as server.disaggregation.<role>.instances (or set "
                              "enable_dp_attention: true for DP attention)")
+        self._check_load_balance_method()
         if (self.dp_spec_prefill_coordination and self.attn_dp_size > 1
                 and self.speculative_algorithm is SpecAlgorithm.dflash):
             # sglang 0.5.23 arg_groups/speculative_hook.py _handle_dflash stops at start: "DFLASH
@@ -673,6 +675,31 @@ class ServerArgs(BaseModel):
                              f"at most {candidates + 1} with speculative_num_steps {steps} and "
                              f"speculative_eagle_topk {topk}: the tree verifies the num_draft_tokens - 1 best of "
                              f"topk + (steps - 1) x topk^2 = {candidates} draft candidates (SGLang fails on more)")
+
+    def _check_load_balance_method(self) -> None:
+        """The DP controller's methods the model runs (sim/dp_dispatch.py): with one DP rank any
+        (no controller: managers/load_snapshot.py "dp_size == 1: no DataParallelController
+        exists"); data-parallel replicas, auto, round_robin and the load-aware ones
+        (follow_bootstrap_room asserts on a request without a bootstrap room, i.e. any not sent
+        by a PD router: data_parallel_controller.py ``follow_bootstrap_room_scheduler``); DP
+        attention, auto or what it resolves to (sim/dp_attention.py routes by that only)."""
+        from specsched.sim.dp_dispatch import LOAD_AWARE, resolve_method
+
+        m = self.load_balance_method
+        if self.dp_size == 1:
+            return
+        if self.dp_replicas > 1:
+            if m == "follow_bootstrap_room":
+                raise FieldError("server.load_balance_method", m,
+                                 "data-parallel replicas of a colocated server cannot route by the bootstrap room (SGLang "
+                                 "asserts on a request without one); allowed: auto, round_robin, "
+                                 + ", ".join(LOAD_AWARE))
+            return
+        if m != "auto" and m != resolve_method("auto", self.disaggregation_mode):
+            raise FieldError("server.load_balance_method", m,
+                             "not modelled with DP attention: its ranks take requests by what auto resolves to "
+                             "(sim/dp_attention.py); allowed: auto, or what it resolves to: "
+                             + resolve_method("auto", self.disaggregation_mode))
 
     def _refuse_small_swa_pool(self) -> None:
         """The SWA pool does not exceed sliding_window_size + page_size (sglang 0.5.23

@@ -521,8 +521,6 @@ ROLES = ("prefill", "decode")
 _ACCEPT_LENGTH = ("it changes the accept length; state the accept length measured with it "
                   "(acceptance.mean_accept_length, per_position_rates or histogram)")
 _ROUTED = ("auto", "round_robin")
-_LOAD_BALANCE_CHOICES = ("auto", "round_robin", "follow_bootstrap_room", "total_requests", "total_tokens")
-
 
 @dataclass(frozen=True)
 class Unmodelled:
@@ -616,24 +614,6 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-_ROUTED_BY_MODE = {"null": "round_robin", "decode": "round_robin", "prefill": "follow_bootstrap_room"}
-"""What the model routes a server's requests to its DP ranks by, per ``disaggregation_mode``
-(sim/dp_attention.py ``DPAttentionGroup.add_request``): round-robin, and on a disaggregated
-prefill server the router's bootstrap room, as SGLang's ``auto`` resolves to each."""
-
-
-def _load_balance_runs(value: Any, server: Mapping[str, Any]) -> bool:
-    """auto (SGLang resolves it to round_robin, or to follow_bootstrap_room on a disaggregated
-    prefill server: arg_groups/serving_hook.py ``handle_load_balance_method``) and the method it
-    resolves to are what the model does (:data:`_ROUTED_BY_MODE`); with one DP rank any of
-    SGLang's choices is, as no DataParallelController exists then (managers/load_snapshot.py:
-    "dp_size == 1: no DataParallelController exists"). ``server``: the server the value
-    reaches, a disaggregated role's with its ``disaggregation_mode`` (:func:`_reached`)."""
-    if same_setting(server.get("dp_size", 1), 1):
-        return value in _LOAD_BALANCE_CHOICES
-    return value == "auto" or value == _ROUTED_BY_MODE.get(server.get("disaggregation_mode", "null"))
-
-
 UNMODELLED: dict[str, Unmodelled] = {
     # arg_groups/fields/schedule.py: "Run multiple continuous decoding steps ... may also
     # increase time-to-first-token latency"; 0.5.23 declares the argument and nothing in
@@ -688,12 +668,6 @@ UNMODELLED: dict[str, Unmodelled] = {
         "prefills were held by the prefill delayer (up to prefill_delayer_max_delay_passes passes, "
         "managers/prefill_delayer.py) while the DP ranks negotiated: the prediction admits them at once (TTFT short "
         "under load)"),
-    "load_balance_method": Unmodelled(
-        "auto", "not modelled: requests go to the DP ranks round-robin (data_parallel_controller.py "
-                "round_robin_scheduler; on a disaggregated prefill server, by the router's bootstrap room)", accepts=_load_balance_runs,
-        allowed="auto, or what it resolves to and the model runs: round_robin (a colocated or disaggregated "
-                "decode server), follow_bootstrap_room (a disaggregated prefill server); with dp_size 1, any of "
-                "SGLang's " + ", ".join(_LOAD_BALANCE_CHOICES[1:]) + " too: no DP controller then"),
     # arg_groups/overrides.py _sampling_backend_default: None resolves to flashinfer where the
     # platform has it, else pytorch; the sampling kernels' time is inside the profile's forwards
     # (measured with whatever its server sampled with), so either named backend is that server

@@ -50,7 +50,7 @@ SCENARIO_CASES = [
     ("spec-steps-huge", {"speculative_algorithm: dspark": "speculative_algorithm: eagle\n  speculative_num_steps: 1000000"},
      "server.speculative_num_steps"),
     ("ngram", {"speculative_algorithm: dspark": "speculative_algorithm: NGRAM"}, "server.speculative_algorithm"),
-    ("dp-replicas-load-aware", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  dp_size: 4\n  load_balance_method: total_requests"},
+    ("dp-replicas-bootstrap-room", {"chunked_prefill_size: 16384": "chunked_prefill_size: 16384\n  dp_size: 4\n  load_balance_method: follow_bootstrap_room"},
      "server.load_balance_method"),
     # sglang 0.5.23 arg_groups/validation_hook.py check_server_args: chunked_prefill_size must be
     # divisible by page_size; priority scheduling takes fcfs or lof only

@@ -1062,23 +1062,43 @@ def test_a_line_of_data_parallel_replicas_gives_a_scenario_of_replicas(tmp_path,
     assert result.summary.get("dp_replicas", 1) == replicas
 
 
-@pytest.mark.parametrize(("method", "said"), [("total_requests", True), ("shortest_queue", True),
-                                              ("round_robin", False), ("auto", False)])
-def test_a_line_of_load_aware_dp_dispatch_is_a_setup_mismatch(tmp_path, monkeypatch, capsys, method, said):
+@pytest.mark.parametrize(("method", "kept", "said"), [("total_requests", True, False), ("total_tokens", True, False),
+                                                      ("shortest_queue", False, True), ("round_robin", False, False),
+                                                      ("auto", False, False)])
+def test_a_line_of_load_aware_dp_dispatch_keeps_its_method(tmp_path, monkeypatch, capsys, method, kept, said):
     """A replicas line dispatched by load (load_balance_method total_requests: the controller
     sends each request to the rank with the fewest, data_parallel_controller.py
-    ``total_requests_scheduler``) became a round-robin scenario with only an assumption line;
-    it is a setup-mismatch warning now, naming the method."""
+    ``total_requests_scheduler``) was a round-robin scenario with a setup-mismatch warning; the
+    model runs SGLang's load-aware methods now (sim/dp_dispatch.py), so the scenario keeps the
+    line's method, with no warning. A value SGLang 0.5.23 does not have is left out, said;
+    auto and round_robin (what the scenario runs without the key) are not written."""
     monkeypatch.chdir(tmp_path)
     info = LINE["server_info"] | {"tp_size": 1, "dp_size": 2, "load_balance_method": method}
     p = _write(tmp_path, LINE | {"server_info": info})
     assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "s.yaml"]) == 0
     cap = capsys.readouterr()
     warned = [x for x in (cap.out + cap.err).splitlines() if x.startswith("warning:") and "load_balance_method" in x]
-    assert bool(warned) is said
-    if said:
-        assert method in warned[0] and "round robin" in warned[0]
-    assert load_scenario(tmp_path / "s.yaml").server.dp_replicas == 2
+    assert not warned
+    named = [x for x in (cap.out + cap.err).splitlines() if "load_balance_method" in x]
+    assert bool(named) is said, named
+    sc = load_scenario(tmp_path / "s.yaml")
+    assert sc.server.dp_replicas == 2
+    assert sc.server.load_balance_method == (method if kept else "auto")
+
+
+def test_a_dp_attention_line_of_a_load_aware_method_is_a_setup_mismatch(tmp_path, monkeypatch, capsys):
+    """DP attention's ranks take requests by what auto resolves to only (sim/dp_attention.py):
+    a line of such a server dispatched by load warns, naming the method, and the scenario runs
+    auto."""
+    monkeypatch.chdir(tmp_path)
+    info = LINE["server_info"] | {"tp_size": 2, "dp_size": 2, "enable_dp_attention": True,
+                                  "load_balance_method": "total_tokens"}
+    p = _write(tmp_path, LINE | {"server_info": info})
+    assert main(["scenario", "from-bench", str(p), "--profile", "h200-1b", "--out", "s.yaml"]) == 0
+    cap = capsys.readouterr()
+    warned = [x for x in (cap.out + cap.err).splitlines() if x.startswith("warning:") and "load_balance_method" in x]
+    assert len(warned) == 1 and "total_tokens" in warned[0], warned
+    assert load_scenario(tmp_path / "s.yaml").server.load_balance_method == "auto"
 
 
 def test_a_full_server_info_names_the_set_keys_it_leaves_out_and_counts_the_rest(capsys):

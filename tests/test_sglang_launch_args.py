@@ -11,6 +11,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from specsched.sim.config import load_scenario
+from specsched.sim.dp_dispatch import resolve_method
 from specsched.sim.errors import ConfigError
 from specsched.sim.server_args import ServerArgs
 from specsched.sim.sglang_launch_args import (
@@ -214,7 +215,6 @@ ACCEPTED = "note: SGLang launch arguments at the value the model runs"
     ({"tp_size": 1}, "h200-1b"),                              # no hardware block: one GPU
     ({"tensor_parallel_size": 4}, "mi355x-dsv41-flash-tp4"),  # the profile's hardware.tp_size
     ({"load_balance_method": "round_robin", "pp_size": 1, "enable_two_batch_overlap": False}, "h200-1b"),
-    ({"load_balance_method": "total_tokens"}, "h200-1b"),     # dp_size 1: no DP controller, any choice
     ({"tp_size": 4, "enable_dp_attention": True, "dp_size": 4}, "mi355x-dsv4pro-agentic"),  # per-rank profile
 ])
 def test_an_unmodelled_argument_at_the_value_the_model_runs_is_accepted_with_a_note(tmp_path, capsys, server,
@@ -358,11 +358,11 @@ def test_a_sweep_axis_of_an_inert_argument_gets_one_note(tmp_path, capsys):
     notes = [n for n in capsys.readouterr().err.splitlines() if SAME in n]
     assert len(notes) == 1 and "sweep axis server.log_level (info, debug)" in notes[0], notes
     capsys.readouterr()
-    # an unmodelled argument at two values the model runs (auto resolves to round_robin): the same
-    assert main(["sweep", str(path), "--grid", "server.load_balance_method=auto,round_robin", "--seeds", "1",
-                 "--workers", "1", "--out", str(tmp_path / "lb.parquet")]) == 0
+    # an unmodelled argument at two values the model runs (either sampling backend): the same
+    assert main(["sweep", str(path), "--grid", "server.sampling_backend=flashinfer,pytorch", "--seeds", "1",
+                 "--workers", "1", "--out", str(tmp_path / "sb.parquet")]) == 0
     notes = [n for n in capsys.readouterr().err.splitlines() if SAME in n]
-    assert len(notes) == 1 and "sweep axis server.load_balance_method (auto, round_robin)" in notes[0], notes
+    assert len(notes) == 1 and "sweep axis server.sampling_backend (flashinfer, pytorch)" in notes[0], notes
     assert main(["sweep", str(path), "--grid", "server.pp_size=1,2", "--seeds", "1", "--workers", "1",
                  "--out", str(tmp_path / "pp.parquet")]) == 2   # pp_size 2 refused, with no note before
     assert SAME not in capsys.readouterr().err
@@ -395,12 +395,12 @@ def _load_roles(path):
 def test_load_balance_method_is_accepted_where_the_server_it_reaches_routes_by_it(tmp_path, top, prefill, decode):
     """A disaggregated prefill server with DP attention routes by the router's bootstrap room
     (sim/dp_attention.py; SGLang's auto resolves to follow_bootstrap_room there), a decode
-    server round-robin: each is accepted where it is what the model runs, and left out (the
-    saved overrides hold none)."""
-    sc, roles = _load_roles(_pd_scenario(tmp_path, top, prefill, decode))
-    layout = sc.server.disaggregation
-    assert "load_balance_method" not in layout.prefill.server and "load_balance_method" not in layout.decode.server
-    assert any(k.endswith("load_balance_method") for k in sc._launch_args_values)
+    server round-robin: each is accepted where it is what the model runs (a server key,
+    server.load_balance_method: sim/dp_dispatch.py)."""
+    _sc, roles = _load_roles(_pd_scenario(tmp_path, top, prefill, decode))
+    for r in roles:
+        assert r.dp_size == 1 or resolve_method(r.load_balance_method, r.disaggregation_mode) == \
+            resolve_method("auto", r.disaggregation_mode), (r.disaggregation_mode, r.load_balance_method)
 
 
 @pytest.mark.parametrize(("top", "prefill", "decode", "key"), [
