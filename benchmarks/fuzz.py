@@ -266,11 +266,13 @@ def dp_cases(draw: Any, hostile_profiles: bool = False) -> tuple[dict[str, Any],
 @st.composite
 def replica_cases(draw: Any, hostile_profiles: bool = False) -> tuple[dict[str, Any], dict[str, Any], bool]:
     """A :func:`cases` case on 2-4 data-parallel replicas of its server (sim/dp_replicas.py:
-    ``dp_size`` without DP attention; SGLang refuses replicas of a DP-attention server)."""
+    ``dp_size`` without DP attention; SGLang refuses replicas of a DP-attention server),
+    dispatched by any method the model runs (sim/dp_dispatch.py)."""
     scenario, profile, slow = draw(cases(hostile_profiles))
     srv = scenario["server"]
     srv["dp_size"] = draw(st.sampled_from([2, 2, 3, 4]))
     srv["enable_dp_attention"] = False
+    srv["load_balance_method"] = draw(st.sampled_from(["auto", "round_robin", "total_requests", "total_tokens"]))
     return scenario, profile, slow
 
 
