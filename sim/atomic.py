@@ -78,9 +78,11 @@ def probe_writable(o: Path, given: str) -> None:
 
 def refuse_file_out(out: str, what: str, example: str) -> None:
     """Refuse, before the work that would write it, an ``--out`` that cannot be one file:
-    a folder (the write after the work named a temporary file), or a path under a file
-    (:func:`file_above`). ``what`` names what is written ("the table"), ``example`` a file
-    name to suggest inside the folder given.
+    a folder (the write after the work named a temporary file), a path under a file
+    (:func:`file_above`), or one in a folder no file can be made in (read-only, no write
+    permission, ``/sys``: :func:`probe_writable`; the write after the work failed).
+    ``what`` names what is written ("the table"), ``example`` a file name to suggest inside
+    the folder given.
 
     Raises:
         ConfigError: naming ``--out``, its value and what to give instead.
@@ -92,6 +94,11 @@ def refuse_file_out(out: str, what: str, example: str) -> None:
     above = file_above(out)
     if above is not None:
         raise ConfigError("<command line>", "--out", out, f"{above} is a file: it cannot hold {what}")
+    try:
+        probe_writable(Path(out), out)
+    except OSError as e:
+        raise ConfigError("<command line>", "--out", out, f"cannot be written: {e.strerror}; give a path in a "
+                          f"folder {what} can be written to") from e
 
 
 def refuse_replacing_foreign(out: str | Path, ours: Callable[[Any], bool], why: str) -> None:

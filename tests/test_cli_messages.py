@@ -555,3 +555,23 @@ def test_validate_measured_refuses_an_out_no_file_can_be_made_in_before_its_runs
     err = cap.err.strip()
     assert err.startswith("specsched: error: <command line>: --out = ") and "cannot be written" in err, err
     assert len(err.splitlines()) == 1 and "seed" not in cap.out.lower() and not (ro / "v").exists()
+
+
+def test_calibrate_refuses_an_out_no_file_can_be_made_in_before_its_fit(tmp_path, monkeypatch, capsys):
+    """``calibrate --from F --out /sys/f.yaml`` ran the whole fit and printed its table, then
+    ended with "cannot write /sys/f.yaml: Permission denied" naming no option. Now refused
+    before the fit, naming --out, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    if os.access(ro, os.W_OK):   # root writes anywhere: /proc refuses every user
+        ro = Path("/proc")
+    line = str(ROOT / "tests" / "data" / "bench" / "sglang-0.5.10.jsonl")
+    out = str(ro / "f.yaml")
+    assert main(["calibrate", "--from", f"{line}:1", "--profile", "h200-1b", "--out", out, "--max-evals", "3"]) == 2
+    cap = capsys.readouterr()
+    err = cap.err.strip()
+    assert err.startswith(f"specsched: error: <command line>: --out = '{out}': cannot be written: "), err
+    assert len(err.splitlines()) == 1 and cap.out == "" and not Path(out).exists(), cap
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ro"]
