@@ -539,7 +539,8 @@ def refuse_replacing_own_scenario(out: Path) -> None:
         return isinstance(source, str) and source.startswith("bench_serving ")
 
     refuse_replacing_foreign(out, written_by_from_bench,
-                             "was not written by scenario from-bench (it has no source: bench_serving ...)")
+                             "was not written by scenario from-bench (it has no source: bench_serving ...)",
+                             "the scenario")
 
 
 def _from_bench_inputs(bench_file: str, profile: str, template: str | None) -> list[tuple[str, str | Path | None]]:

@@ -53,6 +53,23 @@ def file_above(path: str | Path) -> Path | None:
     return above if above is not None and not above.is_dir() else None
 
 
+def refuse_under_file(out: str | Path, what: str) -> None:
+    """Refuse an ``--out`` under a file (``--out notes.txt/p.yaml``, :func:`file_above`)
+    before the work that would write it, saying the file is not a folder: the write named
+    it alone ("cannot write notes.txt: File exists", read as an overwrite refusal). ``what``
+    names what is written ("the profile").
+
+    Raises:
+        ConfigError: naming ``--out``, its value and the file in the way.
+    """
+    from specsched.sim.errors import ConfigError
+
+    above = file_above(out)
+    if above is not None:
+        raise ConfigError("<command line>", "--out", str(out), f"{above} is a file, not a folder: it cannot hold "
+                          f"{what}; give a path under a folder")
+
+
 def probe_writable(o: Path, given: str) -> None:
     """Create and delete one temporary file in the folder the write of ``o`` starts in (its
     nearest existing parent, where :func:`replace_dir` puts its lock and its new
@@ -91,9 +108,7 @@ def refuse_file_out(out: str, what: str, example: str) -> None:
 
     if Path(out).is_dir():
         raise ConfigError("<command line>", "--out", out, f"a folder: give {what}'s file, e.g. {Path(out) / example}")
-    above = file_above(out)
-    if above is not None:
-        raise ConfigError("<command line>", "--out", out, f"{above} is a file: it cannot hold {what}")
+    refuse_under_file(out, what)
     try:
         probe_writable(Path(out), out)
     except OSError as e:
@@ -101,12 +116,13 @@ def refuse_file_out(out: str, what: str, example: str) -> None:
                           f"folder {what} can be written to") from e
 
 
-def refuse_replacing_foreign(out: str | Path, ours: Callable[[Any], bool], why: str) -> None:
+def refuse_replacing_foreign(out: str | Path, ours: Callable[[Any], bool], why: str, what: str) -> None:
     """Refuse, before any work, an ``--out`` that holds a file this command did not write:
     commands that write a YAML file (a profile, a scenario) wrote it over a user's own file
     without a word. ``ours`` is told the file's parsed YAML (None where it is no YAML) and
     says whether the command wrote it (then it is replaced, as running the command again
-    regenerates it); ``why`` completes "exists and ..." for a file it did not.
+    regenerates it); ``why`` completes "exists and ..." for a file it did not. An ``--out``
+    under a file is refused too (:func:`refuse_under_file`, ``what`` naming what is written).
 
     Raises:
         ConfigError: naming ``--out``, its value and how to go on.
@@ -114,6 +130,7 @@ def refuse_replacing_foreign(out: str | Path, ours: Callable[[Any], bool], why: 
     import yaml
     from specsched.sim.errors import ConfigError
 
+    refuse_under_file(out, what)
     p = Path(out)
     if not p.is_file():
         return

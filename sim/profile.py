@@ -1010,7 +1010,7 @@ def refuse_replacing_non_profile(out: str | Path) -> None:
     from specsched.sim.atomic import refuse_replacing_foreign
 
     refuse_replacing_foreign(out, lambda data: isinstance(data, dict) and "gpu" in data,
-                             "is not a profile (it has no gpu)")
+                             "is not a profile (it has no gpu)", "the profile")
 
 
 def _suffixed_profile_file(name: str, relative_to: str | Path | None) -> str | None:

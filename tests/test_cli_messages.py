@@ -575,3 +575,24 @@ def test_calibrate_refuses_an_out_no_file_can_be_made_in_before_its_fit(tmp_path
     assert err.startswith(f"specsched: error: <command line>: --out = '{out}': cannot be written: "), err
     assert len(err.splitlines()) == 1 and cap.out == "" and not Path(out).exists(), cap
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ro"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["profile", "--analytic", "--model", "llama-3.1-8b", "--gpu", "H100", "--tp", "1", "--out", "afile/p.yaml"],
+    ["scenario", "from-bench", str(ROOT / "tests" / "data" / "bench" / "sglang-0.5.10.jsonl") + ":1", "--profile",
+     "h200-1b", "--out", "afile/m.yaml"],
+    ["calibrate", "--from", str(ROOT / "tests" / "data" / "bench" / "sglang-0.5.10.jsonl") + ":1", "--profile",
+     "h200-1b", "--out", "afile/f.yaml"],
+])
+def test_an_out_under_a_file_says_the_file_is_not_a_folder(argv, tmp_path, monkeypatch, capsys):
+    """``profile`` and ``scenario from-bench`` with ``--out afile/p.yaml`` (``afile`` a file)
+    said "cannot write afile: File exists", read as an overwrite refusal; they say what run,
+    validate, plot and calibrate say: the file in the way is not a folder."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("keep")
+    assert main(argv) == 2
+    cap = capsys.readouterr()
+    err = cap.err.strip()
+    assert len(err.splitlines()) == 1 and f"--out = '{argv[-1]}': " in err, err
+    assert f"{tmp_path / 'afile'} is a file, not a folder: it cannot hold " in err, err
+    assert [p.name for p in tmp_path.iterdir()] == ["afile"] and (tmp_path / "afile").read_text() == "keep"
