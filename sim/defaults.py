@@ -707,7 +707,8 @@ def spec_cap_note(scenario: Any, timeseries: Any) -> str | None:
     and requests queued behind it: a user comparing speculation on and off at load sees TTFT
     rise and reads "speculation hurts", when the cap the reset sets is what queues them
     (a new user's 70B run at 16 req/s: 12.3 s median TTFT with EAGLE, 1.7 s without, at 48
-    against 2048 running). ``timeseries``: the run's table (``running``, ``waiting``), a
+    against 2048 running). The waiting count quoted is the largest while the cap was
+    reached, not the prefill ramp's. ``timeseries``: the run's table (``running``, ``waiting``), a
     DataFrame or :class:`sim.tables.Columns` (``specsched run`` does not import pandas)."""
     from specsched.sim.tables import column
 
@@ -715,9 +716,12 @@ def spec_cap_note(scenario: Any, timeseries: Any) -> str | None:
     if filled is None or filled.value != SPEC_MAX_RUNNING_REQUESTS or not scenario.server.speculative_algorithm.enabled:
         return None
     running, waiting_at = column(timeseries, "running"), column(timeseries, "waiting")
-    if not len(running) or int(running.max()) < SPEC_MAX_RUNNING_REQUESTS:
+    at_cap = running >= SPEC_MAX_RUNNING_REQUESTS
+    if not at_cap.any():
         return None
-    waiting = int(waiting_at.max())
+    # the queue while the cap was reached: the prefill ramp's (many waiting, few running yet)
+    # is not the cap's (64 clients: 47 waiting at 17 running, at most 16 at 48)
+    waiting = int(waiting_at[at_cap].max())
     if waiting <= 0:
         return None
     return (f"note: max_running_requests {SPEC_MAX_RUNNING_REQUESTS} is SGLang's reset for speculative decoding "

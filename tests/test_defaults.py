@@ -652,6 +652,11 @@ def test_the_speculative_reset_to_48_is_noted_when_requests_queue_behind_it(tmp_
     note = spec_cap_note(filled, queued)
     assert note is not None and "up to 7 waiting" in note and "server.max_running_requests" in note
     assert spec_cap_note(filled, drained) is None and spec_cap_note(stated, queued) is None
+    # the prefill ramp's queue (47 waiting at 17 running) is not the cap's: while 48 ran, 16 waited
+    ramp = pd.DataFrame({"running": [17, 48, 48, 30], "waiting": [47, 16, 9, 40]})
+    note = spec_cap_note(filled, ramp)
+    assert note is not None and "48 running with up to 16 waiting" in note, note
+    assert spec_cap_note(filled, pd.DataFrame({"running": [17, 48], "waiting": [47, 0]})) is None
 
 
 def test_a_block_drafters_topk_is_reset_to_one_and_said():
