@@ -1779,7 +1779,8 @@ def fit_runs(specs: list[str], arrivals: str = "auto", trace: dict[str, Any] | N
     writes null until its first decode log line) is left out too (it stopped the whole fit).
     A file with no run left is still refused. A run read
     twice (equal arguments and figures: one file compressed two ways, a line named and its
-    file given whole) is fitted once, with a ``warning:`` line. A ``bench_one_batch_server``
+    file given whole) is fitted once, with a ``warning:`` line; where only a later copy
+    carries the per-request lists (``--output-details``), that copy is the one fitted. A ``bench_one_batch_server``
     line whose ``--cache-hit-rate`` warm-up cached part of each prompt is fitted without the
     figures that warm-up shortened, with a ``warning:`` line (:func:`_without_warm_cache_figures`).
 
@@ -1816,7 +1817,7 @@ def fit_runs(specs: list[str], arrivals: str = "auto", trace: dict[str, Any] | N
         return replay_refusal(r)
 
     out = []
-    seen: dict[str, str] = {}   # a run's arguments and figures -> where it was first read
+    seen: dict[str, int] = {}   # a run's arguments and figures -> its index in out
     for spec in specs:
         path, line = split_spec(spec)
         skipped: list[str] = []
@@ -1833,19 +1834,28 @@ def fit_runs(specs: list[str], arrivals: str = "auto", trace: dict[str, Any] | N
                         for e in why.values() if e is not None]
             measured = [r for r in measured if why[id(r)] is None]
         warn_notes(skipped)
-        twice = []
+        twice, richer = [], []
         for r in measured:
             # the same run given twice (one file compressed two ways, a line named and its file
             # given whole) would weigh double in the fit
             key = json.dumps([r.args, r.summary], sort_keys=True, default=str)
             if key in seen:
-                twice.append((r.source, seen[key]))
+                first = out[seen[key]]
+                if r.details is not None and first.details is None:   # the copy with the per-request lists is kept
+                    richer.append((first.source, r.source))
+                    out[seen[key]] = r
+                else:
+                    twice.append((r.source, first.source))
                 continue
-            seen[key] = r.source
+            seen[key] = len(out)
             out.append(r)
         if twice:   # one line for the file, however many of its runs
             print(f"warning: {', '.join(a for a, _ in twice)}: left out: the same run(s) as {', '.join(b for _, b in twice)} "
                   "(arguments and every figure equal): fitted once", file=sys.stderr)
+        if richer:
+            print(f"warning: {', '.join(a for a, _ in richer)}: left out: the same run(s) as "
+                  f"{', '.join(b for _, b in richer)} (arguments and every figure equal), which carry the per-request "
+                  "lists (--output-details): fitted once, from those", file=sys.stderr)
     mooncake = [r.source for r in out if r.args.get("dataset_name") == MOONCAKE_DATASET]
     agentic = [r.source for r in out if r.args.get("dataset_name") == AGENTIC_DATASET]
     if mooncake and agentic:   # one --dataset-path cannot be both traces

@@ -106,3 +106,27 @@ def test_a_log_of_server_and_client_together_is_both_the_log_and_the_runs(tmp_pa
                      "--seeds", "1", "--max-evals", "1", "--out", "o.yaml"]) == 0
         out = capsys.readouterr().out
         assert "Pure-decode samples:                     2" in out and "fit: each evaluation simulates 1 run(s)" in out
+
+
+def test_of_one_run_given_twice_the_copy_with_the_per_request_lists_is_fitted(tmp_path, capsys, monkeypatch):
+    """A run given as a line without ``--output-details`` and again as the line with them:
+    the first was kept and the one carrying the per-request lists left out. The one with
+    them (strictly more: its lengths, its send times) is fitted, and the warning says so."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    full = json.loads((DATA / "bench" / "sglang-0.5.23-details.jsonl").read_text().splitlines()[0])
+    lists = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors", "start_times")
+    plain = {k: v for k, v in full.items() if k not in lists}
+    Path("runs.jsonl").write_text(json.dumps(plain) + "\n" + json.dumps(full) + "\n")
+    from specsched.analysis.calibrate_bench import fit_runs
+
+    runs = fit_runs(["runs.jsonl"])
+    assert [r.source for r in runs] == ["runs.jsonl:2"] and runs[0].details is not None
+    err = [x for x in capsys.readouterr().err.splitlines() if "runs.jsonl" in x]
+    assert err == ["warning: runs.jsonl:1: left out: the same run(s) as runs.jsonl:2 (arguments and every figure "
+                   "equal), which carry the per-request lists (--output-details): fitted once, from those"], err
+    Path("both.jsonl").write_text(json.dumps(full) + "\n" + json.dumps(plain) + "\n")   # the lists first: kept
+    assert [r.source for r in fit_runs(["both.jsonl"])] == ["both.jsonl:1"]
+    assert "both.jsonl:2: left out: the same run(s) as both.jsonl:1 (arguments and every figure equal): fitted once" \
+        in capsys.readouterr().err
