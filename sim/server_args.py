@@ -515,11 +515,27 @@ class ServerArgs(BaseModel):
             return handler(as_server_keys(data))
         except ValidationError as e:
             first = e.errors()[0]
+            if first["type"] != "extra_forbidden" and (unknown := cls._unknown_keys(as_server_keys(data))):
+                # an unknown key (a typo) before any check across fields: a check that stops
+                # before the fields are read (a chain window given without the steps, where
+                # the steps' key is the one mistyped) named the key given right, not the typo
+                raise ValidationError.from_exception_data(e.title, [
+                    {"type": "extra_forbidden", "loc": (k,), "input": v} for k, v in unknown.items()]) from None
             if not first["loc"] or first["loc"][0] not in renamed:
                 raise
             moved = {"type": first["type"], "loc": (renamed[first["loc"][0]], *first["loc"][1:]),
                      "input": first["input"], **({"ctx": first["ctx"]} if "ctx" in first else {})}
             raise ValidationError.from_exception_data(e.title, [moved]) from None
+
+    @classmethod
+    def _unknown_keys(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """The keys of the server block ``data`` (SGLang's names already read as this block's)
+        that are no field and no launch argument left out (:func:`drop_inert`), with their values."""
+        try:
+            kept = drop_inert(data)
+        except FieldError:   # an inert argument's bad value: its own refusal stands
+            return {}
+        return {k: v for k, v in kept.items() if k not in cls.model_fields} if isinstance(kept, dict) else {}
 
     @field_validator("speculative_algorithm", mode="before")
     @classmethod

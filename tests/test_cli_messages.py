@@ -596,3 +596,30 @@ def test_an_out_under_a_file_says_the_file_is_not_a_folder(argv, tmp_path, monke
     assert len(err.splitlines()) == 1 and f"--out = '{argv[-1]}': " in err, err
     assert f"{tmp_path / 'afile'} is a file, not a folder: it cannot hold " in err, err
     assert [p.name for p in tmp_path.iterdir()] == ["afile"] and (tmp_path / "afile").read_text() == "keep"
+
+
+@pytest.mark.parametrize("where", ["arm", "base"])
+def test_a_typo_of_the_steps_beside_an_inherited_window_names_the_typo(where, tmp_path, capsys):
+    """An arm ``eagle3`` with ``speculative_num_step: 3`` (a typo) under a base that sets
+    ``speculative_num_draft_tokens: 6`` was refused as the window "given without
+    server.speculative_num_steps ... (with arm eagle3)": the check across fields ran before
+    the unknown key was found. The typo is named, as it is when no window is inherited."""
+    arm = "{speculative_algorithm: eagle3, speculative_num_step: 3}"
+    server = "{speculative_num_draft_tokens: 6}" if where == "arm" else arm[:-1] + ", speculative_num_draft_tokens: 6}"
+    (tmp_path / "s.yaml").write_text(f"""name: s
+profile: h200-1b
+server: {server}
+acceptance: {{mean_accept_length: 2.0}}
+workload: {{kind: burst, num_requests: 4, input_len: {{kind: fixed, value: 64}}, output_len: {{kind: fixed, value: 8}}}}
+arms:
+  base: {{}}
+  eagle3:
+    server: {arm if where == "arm" else "{}"}
+""")
+    out = tmp_path / "r"
+    assert main(["run", str(tmp_path / "s.yaml"), "--arm", "eagle3", "--out", str(out), "-q"]) == 2
+    err = capsys.readouterr().err
+    key = "arms.eagle3.server" if where == "arm" else "server"
+    assert err.count("\n") == 1 and f"{key}.speculative_num_step = 3: unknown key; did you mean " \
+        "'speculative_num_steps'?" in err and "given without" not in err, err
+    assert not out.exists()
