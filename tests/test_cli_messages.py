@@ -540,15 +540,20 @@ def test_a_run_past_the_full_records_says_why_its_peak_output_throughput_is_na(t
     assert "n/a" not in cap.out.split("Peak output token throughput")[1].splitlines()[0] and "compact" not in cap.err
 
 
+def _folder_no_file_can_be_made_in(tmp_path: Path) -> Path:
+    """A read-only folder under ``tmp_path``, or /proc where the tests run as root (root writes
+    anywhere; /proc refuses every user)."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    return Path("/proc") if os.access(ro, os.W_OK) else ro
+
+
 def test_validate_measured_refuses_an_out_no_file_can_be_made_in_before_its_runs(tmp_path, monkeypatch, capsys):
     """``validate --measured F --out /proc/x`` ran every seed and printed its notes, then ended
     with "cannot use /proc/x" naming no option. Now refused before the runs, naming --out."""
     monkeypatch.chdir(tmp_path)
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    ro.chmod(0o500)
-    if os.access(ro, os.W_OK):   # root writes anywhere: /proc refuses every user
-        ro = Path("/proc")
+    ro = _folder_no_file_can_be_made_in(tmp_path)
     line = str(ROOT / "tests" / "data" / "bench" / "sglang-0.5.10.jsonl")
     assert main(["validate", "--measured", f"{line}:1", "--profile", "h200-1b", "--out", str(ro / "v")]) == 2
     cap = capsys.readouterr()
@@ -562,11 +567,7 @@ def test_calibrate_refuses_an_out_no_file_can_be_made_in_before_its_fit(tmp_path
     ended with "cannot write /sys/f.yaml: Permission denied" naming no option. Now refused
     before the fit, naming --out, nothing written."""
     monkeypatch.chdir(tmp_path)
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    ro.chmod(0o500)
-    if os.access(ro, os.W_OK):   # root writes anywhere: /proc refuses every user
-        ro = Path("/proc")
+    ro = _folder_no_file_can_be_made_in(tmp_path)
     line = str(ROOT / "tests" / "data" / "bench" / "sglang-0.5.10.jsonl")
     out = str(ro / "f.yaml")
     assert main(["calibrate", "--from", f"{line}:1", "--profile", "h200-1b", "--out", out, "--max-evals", "3"]) == 2
