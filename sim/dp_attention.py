@@ -235,10 +235,10 @@ def moe_rows(tokens: list[int], align: int, graph_rows: int | None, *, spec: boo
     on busy ranks collapse, which happens above the captured graph sizes, where a batch reads
     nearly every expert anyway."""
     real = sum(tokens)
+    a = [-(-n // align) * align for n in tokens]   # each rank's count aligned to the attention TP size
     if graph_rows is not None:
-        rows = max(graph_rows, max(-(-n // align) * align for n in tokens)) * len(tokens)
+        rows = max(graph_rows, max(a)) * len(tokens)
         return rows, (real + int(rows > real)) if zeroes_pads else rows
-    a = [-(-n // align) * align for n in tokens]
     target = [max(a)] * len(a) if decode_pads_to_max_len(a, spec, row_bytes, ca_bytes) else a
     rows = sum(target)
     if zeroes_pads:
