@@ -9,6 +9,7 @@ from types import ModuleType
 
 import pytest
 from hypothesis import assume
+from hypothesis import strategies as st
 from specsched.sim.acceptance import AcceptanceModel
 from specsched.sim.admission import make_policy
 from specsched.sim.config import Scenario
@@ -100,6 +101,21 @@ def window_acceptance(server: dict) -> dict:
     """The property tests' acceptance: mean accept length 1 + 0.6 x (window - 1), so a wider
     ``speculative_num_draft_tokens`` window accepts more tokens per verify."""
     return {"mean_accept_length": 1 + 0.6 * (server["speculative_num_draft_tokens"] - 1)}
+
+
+def arrival_workloads(*, burst: int = 30, requests: int = 30, concurrency: int = 8, min_rate: float = 2.0):
+    """The property tests' workloads, one of each arrival pattern: a burst of 1..``burst``
+    requests, a closed loop of 1..``requests`` at 1..``concurrency`` clients, and Poisson
+    arrivals of 1..``requests`` at ``min_rate``..500 req/s with or without a max_concurrency of
+    1..8 (lengths left to the test: :func:`uniform_lengths`)."""
+    return st.one_of(
+        st.fixed_dictionaries({"kind": st.just("burst"), "num_requests": st.integers(1, burst)}),
+        st.fixed_dictionaries({"kind": st.just("closed_loop"), "num_requests": st.integers(1, requests),
+                               "concurrency": st.integers(1, concurrency)}),
+        st.fixed_dictionaries({"kind": st.just("poisson"), "num_requests": st.integers(1, requests),
+                               "request_rate": st.floats(min_rate, 500),
+                               "max_concurrency": st.one_of(st.none(), st.integers(1, 8))}),
+    )
 
 
 def uniform_lengths(workload: dict, inp: int, out: int, input_ratio: float = 0.5) -> dict:

@@ -36,7 +36,7 @@ from specsched.sim.dp_replicas import PublishingReplica, ReplicaEngine
 from specsched.sim.engine import SimEngine
 from specsched.sim.errors import ConfigError
 
-from tests.conftest import make_scenario, tiny_profile, uniform_lengths
+from tests.conftest import arrival_workloads, make_scenario, tiny_profile, uniform_lengths
 
 RUNS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 METHODS = ("auto", "round_robin", "total_requests", "total_tokens")
@@ -174,13 +174,7 @@ def _run(method, workload, n=2, server=None, seed=1):
 
 @RUNS
 @given(method=st.sampled_from(METHODS), n=st.integers(2, 4), seed=st.integers(0, 10_000),
-       workload=st.one_of(
-           st.fixed_dictionaries({"kind": st.just("burst"), "num_requests": st.integers(1, 30)}),
-           st.fixed_dictionaries({"kind": st.just("closed_loop"), "num_requests": st.integers(1, 30),
-                                  "concurrency": st.integers(1, 10)}),
-           st.fixed_dictionaries({"kind": st.just("poisson"), "num_requests": st.integers(1, 30),
-                                  "request_rate": st.floats(5, 500),
-                                  "max_concurrency": st.one_of(st.none(), st.integers(1, 8))})),
+       workload=arrival_workloads(concurrency=10, min_rate=5),
        out=st.integers(1, 200))
 def test_inv_dp_dispatch_conserve(method, n, seed, workload, out):
     eng, res = _run(method, uniform_lengths(workload, 300, out), n=n, seed=seed)

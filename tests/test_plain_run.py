@@ -24,6 +24,7 @@ from specsched.sim.request import ReqStatus
 from specsched.sim.scheduler import Scheduler, UnschedulableRequest
 
 from tests.conftest import (
+    arrival_workloads,
     arrive_and_pass,
     clockless_scheduler,
     make_scenario,
@@ -178,14 +179,7 @@ def _check_walk(run: PlainRun, seed: int) -> None:
         assert after.n == min(k + 1, n)   # T_k is before the event: iteration k applies too
 
 
-workloads = st.one_of(
-    st.fixed_dictionaries({"kind": st.just("burst"), "num_requests": st.integers(1, 40)}),
-    st.fixed_dictionaries({"kind": st.just("closed_loop"), "num_requests": st.integers(1, 30),
-                           "concurrency": st.integers(1, 8)}),
-    st.fixed_dictionaries({"kind": st.just("poisson"), "num_requests": st.integers(1, 30),
-                           "request_rate": st.floats(2, 500),
-                           "max_concurrency": st.one_of(st.none(), st.integers(1, 8))}),
-)
+workloads = arrival_workloads(burst=40)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

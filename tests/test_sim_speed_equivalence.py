@@ -35,6 +35,7 @@ from specsched.sim.scheduler import Scheduler
 
 from tests.conftest import (
     ROOT,
+    arrival_workloads,
     arrive_and_pass,
     clockless_scheduler,
     make_scenario,
@@ -60,14 +61,7 @@ servers = st.fixed_dictionaries({
     "sglang_semantics": st.sampled_from(["0.5.23", "0.5.23", "mi355x-dsv41"]),  # both spec KV rules
     "page_size": st.sampled_from([1, 1, 16, 64]),   # plain decoding pages its pool above 1
 })
-workloads = st.one_of(
-    st.fixed_dictionaries({"kind": st.just("burst"), "num_requests": st.integers(1, 30)}),
-    st.fixed_dictionaries({"kind": st.just("closed_loop"), "num_requests": st.integers(1, 30),
-                           "concurrency": st.integers(1, 8)}),
-    st.fixed_dictionaries({"kind": st.just("poisson"), "num_requests": st.integers(1, 30),
-                           "request_rate": st.floats(2, 500),
-                           "max_concurrency": st.one_of(st.none(), st.integers(1, 8))}),
-)
+workloads = arrival_workloads()
 hosts = st.fixed_dictionaries({
     "ingest_per_request_s": st.sampled_from([0.0, 3e-4]),
     "schedule_s": st.sampled_from([0.0, 1e-4, 3e-3]),
