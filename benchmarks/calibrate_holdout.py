@@ -41,6 +41,7 @@ from specsched.analysis.calibrate_bench import (
     fit,
     metric_noise,
     parse_prior,
+    pin_acceptance,
     predict,
     scale_profile,
 )
@@ -263,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         cases = cases_from_runs(train_runs + held_runs, a.profile, a.scenario_template, Path(tmp), a.arrivals,
                                 overrides=a.overrides)
+        cases, pinned = pin_acceptance(cases, profile, a.seeds)   # as calibrate --from does
+        for note in pinned:
+            print(f"acceptance: {note}", file=sys.stderr)
         train = cases[: len(train_runs)]
         res = fit(train, profile, params, seeds=a.seeds, max_evals=a.max_evals, prior_sd=prior, jobs=a.jobs,
                   metrics=fit_metrics, noise=metric_noise(train, fit_metrics) if prior else None,
@@ -290,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
             drawn_dir = Path(tmp) / "drawn"
             drawn_dir.mkdir()
             drawn = cases_from_runs(held_runs, a.profile, a.scenario_template, drawn_dir, "rate", overrides=a.overrides)
+            drawn = pin_acceptance(drawn, profile, a.seeds)[0]
             seen = {}
             for c in drawn:   # one spread per load (repeats share it)
                 key = load_key(c.run)

@@ -203,6 +203,7 @@ def test_the_holdout_fits_what_calibrate_from_fits_unless_told(tmp_path, monkeyp
         raise Stop
 
     monkeypatch.setattr(holdout, "cases_from_runs", lambda runs, *a, **k: list(runs))
+    monkeypatch.setattr(holdout, "pin_acceptance", lambda cases, *a, **k: (cases, []))
     monkeypatch.setattr(holdout, "metric_noise", lambda train, metrics: None)
     monkeypatch.setattr(holdout, "fit", fake_fit)
     argv = [str(tmp_path), "--profile", "h200-1b", "--seeds", "1"] + (["--fit-metrics", given] if given else [])
