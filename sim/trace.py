@@ -122,8 +122,13 @@ def _format(cfg: TraceConfig, p: Path) -> str:
     if suffixes and suffixes[-1] in (".csv", ".tsv", ".txt"):
         return "csv"
     # no telling name (a pipe: <(zcat trace.jsonl.gz) is /dev/fd/63): a JSON line starts with "{"
-    with open_text(p, TRACE_FILE, encoding="utf-8-sig", errors="replace") as f:
-        head = f.read(4096).lstrip()
+    try:
+        with open_text(p, TRACE_FILE, encoding="utf-8-sig", errors="replace") as f:
+            head = f.read(4096).lstrip()
+    except READ_ERRORS as e:
+        # a damaged or cut archive whose name does not say what it holds (BurstGPT.zip, trace.gz):
+        # its first bytes are read here, before the reader's own refusal; it was a traceback
+        raise unreadable(p, e) from None
     return "jsonl" if head.startswith("{") else "csv"
 
 

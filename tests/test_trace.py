@@ -407,6 +407,26 @@ def test_an_unreadable_compressed_trace_is_one_line(tmp_path, capsys, monkeypatc
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("name, data", [
+    ("BurstGPT.zip", b"PK\x03\x04" + b"not a zip archive" * 4),                         # a damaged release zip
+    ("trace.gz", __import__("gzip").compress(b"TIMESTAMP,ContextTokens,GeneratedTokens\n" * 400)[:40]),   # a cut download
+    ("trace.xz", b"\xfd7zXZ\x00" + b"\x00" * 40),
+], ids=["zip", "gzip-cut", "xz"])
+def test_a_damaged_archive_whose_name_does_not_say_csv_or_jsonl_is_one_line(tmp_path, capsys, monkeypatch, name, data):
+    """The format of a trace named neither .csv nor .jsonl (BurstGPT.zip, trace.gz) is told by its
+    first bytes, read before the reader's own refusal of a damaged file: a BadZipFile, EOFError or
+    LZMAError traceback there, and an empty results folder."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / name).write_bytes(data)
+    y = tmp_path / "s.yaml"
+    y.write_text(yaml.safe_dump({"name": "s", "profile": "h200-llama8b-roofline",
+                                 "workload": {"kind": "trace", "trace": {"path": name}}}))
+    assert main(["run", str(y), "--out", "out", "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{name}: <file> = '{name}'" in err[0] and "damaged or truncated" in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
 def test_sort_replays_an_unsorted_trace_in_time_order(tmp_path):
     """A log written as requests finish (a gateway's access log) is not in arrival order: it
     was refused with no way to replay it but sorting the file by hand. ``sort: true``
