@@ -426,7 +426,10 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
         # read as text (decompressed, decoded) once more from the start: a pipe's bytes are kept
         with open_text(p, TRACE_FILE, newline="", encoding="utf-8-sig") as f:
             f = _TailTracked(f)
+            # index_col=False: rows ending in a separator the header lacks ("...,374,44,") made
+            # pandas take each row's first field for an index and shift every column by one
             reader = pd.read_csv(f, usecols=lambda c: str(c).strip() in wanted, chunksize=CSV_BLOCK_ROWS, dtype=str,
+                                 index_col=False,
                                  keep_default_na=False, na_values=[""],
                                  skip_blank_lines=False, skipinitialspace=True, sep=sep)
             for block in reader:

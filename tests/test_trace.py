@@ -427,6 +427,26 @@ def test_a_damaged_archive_whose_name_does_not_say_csv_or_jsonl_is_one_line(tmp_
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("text, layout", [
+    ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44,\n"
+     "2023-11-16 18:15:47.1805900,396,109,\n", "azure"),
+    ("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n5,ChatGPT,374,44,418,Conversation log,\n"
+     "5.5,GPT-4,396,109,505,API log,\n", "burstgpt"),
+    ("timestamp,input_length,output_length\n0,374,44,\n0.5,396,109,\n", "custom"),
+], ids=["azure", "burstgpt", "custom"])
+def test_rows_ending_in_a_delimiter_keep_their_columns(tmp_path, text, layout):
+    """A CSV whose rows end in a separator the header lacks (a spreadsheet or a script that
+    writes one after every field): pandas took the rows' first field for an index and shifted
+    every column by one, so the timestamp read the prompt length ("TIMESTAMP = '374': not a date
+    and time", "Timestamp = 'ChatGPT'") or the output column came out empty. Read as pandas
+    documents for such a file (``index_col=False``)."""
+    p = tmp_path / "t.csv"
+    p.write_text(text)
+    tr = load_trace(TraceConfig(path=str(p), layout=layout))
+    assert tr.arrival_s.tolist() == [0.0, 0.5] and tr.input_len.tolist() == [374, 396]
+    assert tr.output_len.tolist() == [44, 109]
+
+
 def test_sort_replays_an_unsorted_trace_in_time_order(tmp_path):
     """A log written as requests finish (a gateway's access log) is not in arrival order: it
     was refused with no way to replay it but sorting the file by hand. ``sort: true``
