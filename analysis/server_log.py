@@ -167,6 +167,13 @@ def parse_line(raw: str, line: int) -> dict[str, object] | None:
     return row
 
 
+def _json_start(text: str) -> bool:
+    """Whether a line starts a JSON object or a list of objects (a benchmark result), not a
+    logger's ``[2026-01-01 10:00:00 TP0] ...`` or ``[2026-01-01 10:00:00] INFO: ...`` (SGLang's
+    ``configure_logger`` prefix starts every line with "[")."""
+    return text[:1] == "{" or re.match(r"\[\s*(?:[{\]]|$)", text) is not None
+
+
 def parse_server_log(path: str | Path) -> pd.DataFrame:
     """One row per "Prefill batch"/"Decode batch" line of an SGLang server log (0.2.x to
     0.5.23; see the module docstring), streamed line by line (a compressed one, gzip, bzip2,
@@ -213,7 +220,7 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
                     starts.append(len(rows))   # the server started again after batch lines
                 if not rows:
                     signs.see(i, raw)
-                    if not json_line and raw.lstrip("\ufeff \t")[:1] in ("{", "["):   # not a record: log_lines
+                    if not json_line and _json_start(raw.lstrip("\ufeff \t")):   # not a record: log_lines
                         json_line = i   # unwrapped those
                 if "batch" not in raw:
                     if not report_line and REPORT_TITLE in raw:
@@ -394,8 +401,7 @@ def is_server_log(path: str | Path) -> bool:
         with open_text(p, "a benchmark result or an SGLang server log", errors="replace", newline="\n") as f:
             for _, raw, _ in log_lines(f):
                 text = raw.lstrip(" \t")
-                # a JSON object or list of objects; a logger's "[2026-01-01 10:00:00 TP0] ..." is no list
-                if text[:1] == "{" or re.match(r"\[\s*(?:[{\]]|$)", text):
+                if _json_start(text):
                     return False
                 if "batch" in text and parse_line(text, 0) is not None:
                     return True

@@ -90,6 +90,28 @@ def test_an_sglang_log_of_start_up_lines_only_says_it_has_no_batch_lines(tmp_pat
     assert not (tmp_path / "o.yaml").exists()
 
 
+def test_an_sglang_log_without_batch_or_start_up_lines_is_not_named_a_benchmark_result(tmp_path, capsys, monkeypatch):
+    """A stretch of an SGLang log with neither (``docker logs --tail``, ``--log-level warning``):
+    every line starts with the logger's ``[date ...]`` prefix, and a line starting with "[" was
+    taken for a JSON list: it was refused as "a benchmark result (bench_serving's --output-file,
+    vLLM's result JSON) ... give it to --from". Now the refusal of a file without batch lines."""
+    lines = (LOGS / "sglang-0.4.9-swa-eagle-dp.log").read_text().splitlines(keepends=True)
+    log = tmp_path / "tail.log"
+    log.write_text("".join(x for x in lines if "batch" not in x and "Load weight" not in x))
+    with pytest.raises(ConfigError) as e:
+        parse_server_log(log)
+    msg = str(e.value)
+    assert "a benchmark result" not in msg and "no 'Prefill batch' or 'Decode batch' line" in msg, msg
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.jsonl").write_text(json.dumps(RUN) + "\n")
+    argv = ["calibrate", "--profile", "h200-1b", "--seeds", "1", "--max-evals", "1", "--out", "o.yaml",
+            "--from", "run.jsonl", "--server-log", str(log)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "tail.log" in err[0] and "a benchmark result" not in err[0], err
+    assert not (tmp_path / "o.yaml").exists()
+
+
 def test_vllms_benchmark_client_output_is_not_taken_for_its_server_log(tmp_path):
     """vLLM's client prints its logger's lines too: its stdout cut before the result block is
     not named a vLLM server's log."""
