@@ -691,6 +691,22 @@ def one_batch(obj: Any) -> bool:
             and ("last_ttft" in obj or len(ONE_BATCH_KEYS & set(obj)) >= 3))
 
 
+OFFLINE_ONE_BATCH_KEYS = frozenset({"prefill_latency", "prefill_throughput", "median_decode_latency", "total_latency"})
+"""Keys of a ``python -m sglang.bench_one_batch --result-filename`` line (0.4.3 and
+0.4.6.post5 ``bench_one_batch.py`` ``latency_test_run_once``, 0.5.23 ``benchmark/one_batch.py`` ``latency_test_run_once``:
+run_name, batch_size, input_len, output_len, prefill_latency, prefill_throughput,
+median_decode_latency, median_decode_throughput, total_latency, overall_throughput; the
+decode pair absent at output_len 1), none of which a server benchmark writes."""
+
+
+def offline_one_batch(obj: Any) -> bool:
+    """Whether a decoded JSON object is a ``python -m sglang.bench_one_batch`` line (the model
+    run in-process on one static batch, :data:`OFFLINE_ONE_BATCH_KEYS`), not a
+    ``bench_one_batch_server`` line (:func:`one_batch`), which shares its first four keys."""
+    return (isinstance(obj, dict) and "completed" not in obj and "latency" not in obj
+            and len(OFFLINE_ONE_BATCH_KEYS & set(obj)) >= 2)
+
+
 def _one_batch_int(obj: Mapping[str, Any], where: str, key: str) -> int:
     v = obj.get(key)
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -812,6 +828,16 @@ def parse_run(obj: Any, where: str) -> BenchRun:
                           "line before it, not a whole bench_serving run: pass the run's --output-file (with the "
                           "same file for both, each window follows its run and is read with it; a run predicted "
                           "with workload.steady_state_concurrency_ratio writes its window as steady_state.jsonl)")
+    if offline_one_batch(obj):
+        # sglang.bench_one_batch --result-filename (0.4.3-0.5.23; 0.5.23 benchmark/one_batch.py
+        # latency_test_run_once): one static batch run on the model in-process, no server or
+        # scheduler; its run_name/batch_size/input_len/output_len passed it for a
+        # bench_one_batch_server line, refused as "latency = 'missing'"
+        raise ConfigError(where, "<keys>", "prefill_latency, total_latency",
+                          "an offline one-batch benchmark's result (sglang.bench_one_batch: the model run in-process, "
+                          "no server or scheduler), not a server's benchmark: its prefill and decode latencies are "
+                          "forward times, no request's TTFT or ITL; for a run to compare, benchmark a server with "
+                          "bench_one_batch_server or bench_serving")
     if one_batch(obj):
         obj = one_batch_line(obj, where)
     if {"completed_requests", "throughput_qps", "latency_mean"} <= set(obj) and "completed" not in obj:
@@ -865,6 +891,15 @@ def parse_run(obj: Any, where: str) -> BenchRun:
         elif {"timestamp", "input_length", "output_length"} <= set(obj):   # a Mooncake trace's row
             hint = (" (a request trace's row, Mooncake's layout: replay it with a trace workload, "
                     "`trace: {path: ..., layout: mooncake}`)")
+        elif {"avg_latency", "latencies", "percentiles"} <= set(obj):
+            # vLLM's benchmarks/benchmark_latency.py / `vllm bench latency --output-json`: the
+            # latencies of whole offline batches (LLM.generate), no server
+            hint = (" (vLLM's offline latency benchmark, `vllm bench latency --output-json`: whole batches run "
+                    "in-process, no server; `vllm bench serve --save-result` writes a run to compare)")
+        elif {"elapsed_time", "requests_per_second", "tokens_per_second"} <= set(obj):
+            # vLLM's benchmarks/benchmark_throughput.py / `vllm bench throughput --output-json`
+            hint = (" (vLLM's offline throughput benchmark, `vllm bench throughput --output-json`: no server and "
+                    "no request latency; `vllm bench serve --save-result` writes a run to compare)")
         elif any(isinstance(obj.get(k), str) for k in LOG_TEXT_KEYS):
             # Docker's json-file driver keeps a container's output as {"log": ..., "stream", "time"}
             hint = (" (a log kept as JSON records, as Docker's json-file driver keeps a container's: an SGLang "

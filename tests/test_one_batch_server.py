@@ -156,3 +156,31 @@ def test_bad_batch_lines_are_one_clear_line(tmp_path, capsys, change, key):
     assert main(["validate-bench", str(f), "--profile", "h200-1b", "--seeds", "1", "--out", str(tmp_path / "v")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and key in err[0]
+
+
+OFFLINE = [   # python -m sglang.bench_one_batch --batch-size 8 --input-len 1024 --output-len 16 / 1 --result-filename F
+    {"run_name": "default", "batch_size": 8, "input_len": 1024, "output_len": 16, "prefill_latency": 0.1873,
+     "prefill_throughput": 43737.32, "median_decode_latency": 0.00702, "median_decode_throughput": 1139.6,
+     "total_latency": 0.2929, "overall_throughput": 28404.06},
+    {"run_name": "default", "batch_size": 8, "input_len": 1024, "output_len": 1, "prefill_latency": 0.1869,
+     "prefill_throughput": 43830.93, "total_latency": 0.1869, "overall_throughput": 43873.73},   # no decode step
+]
+
+
+@pytest.mark.parametrize("line", OFFLINE, ids=["decode", "prefill-only"])
+def test_an_offline_one_batch_line_is_named_for_what_it_is(tmp_path, capsys, line):
+    """``python -m sglang.bench_one_batch --result-filename`` (0.4.3, 0.4.6.post5
+    ``bench_one_batch.py``, 0.5.23 ``benchmark/one_batch.py`` ``latency_test_run_once``) runs one
+    static batch on the model in-process, no server: its run_name, batch_size, input_len and
+    output_len passed it for a bench_one_batch_server line, refused as "latency = 'missing':
+    must be a number > 0 (s from sending the batch to the end of its stream)"."""
+    f = tmp_path / "result.jsonl"
+    f.write_text(json.dumps(line) + "\n")
+    with pytest.raises(ConfigError) as e:
+        read_bench(f)
+    assert "sglang.bench_one_batch" in str(e.value) and "latency = " not in str(e.value)
+    out = tmp_path / "v"
+    assert main(["validate-bench", str(f), "--profile", "h200-1b", "--seeds", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "result.jsonl:1:" in err[0] and "no server or scheduler" in err[0], err
+    assert not out.exists()

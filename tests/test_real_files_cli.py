@@ -458,6 +458,26 @@ def test_other_real_files_handed_to_validate_are_named_for_what_they_are(tmp_pat
         assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("obj, said", [
+    ({"avg_latency": 1.23, "latencies": [1.21, 1.23, 1.25], "percentiles": {"10": 1.21, "50": 1.23, "99": 1.25}},
+     "vllm bench latency"),
+    ({"elapsed_time": 12.3, "num_requests": 1000, "total_num_tokens": 512000, "requests_per_second": 81.3,
+      "tokens_per_second": 41626.0}, "vllm bench throughput"),
+], ids=["latency", "throughput"])
+def test_vllms_offline_benchmark_results_are_named_for_what_they_are(tmp_path, capsys, monkeypatch, obj, said):
+    """vLLM's offline benchmarks' ``--output-json`` (``benchmarks/benchmark_latency.py``,
+    ``benchmark_throughput.py``, ``vllm bench latency``/``throughput``) beside a ``--save-result``
+    of ``vllm bench serve``: they were refused as "not bench_serving output" naming only their
+    keys, not what they are or which command writes a run to compare."""
+    monkeypatch.chdir(tmp_path)
+    f = tmp_path.parent / f"{tmp_path.name}-out.json"
+    f.write_text(json.dumps(obj, indent=4))
+    assert main(["validate", "--measured", str(f), "--profile", "h200-1b", "--out", "v"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{f.name}:1:" in err[0] and said in err[0] and "vllm bench serve --save-result" in err[0], err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_named_chain_drafter_the_profile_cannot_price_is_one_line(tmp_path, capsys, monkeypatch):
     """SGLang 0.5.7's line names EAGLE3 in its server_info; a profile without a draft-step
     cost cannot predict it and says which key it lacks (no drafter is swapped in silently)."""
