@@ -17,6 +17,8 @@ analysis/server_log.py) names it in the same one line.
   ("vLLM API server version", "Initializing a V1 LLM engine", "Starting vLLM API server") and its
   periodic metrics line ("Avg prompt throughput: X tokens/s, ...", V0 ``engine/metrics.py`` and
   V1 ``v1/metrics/loggers.py`` ``LoggingStatLogger``): :data:`VLLM_LINE`.
+- SGLang's logger prefix alone (``[2026-01-01 10:00:00 TP0] ...``): a stretch of an SGLang log
+  with neither batch nor start-up lines: :data:`SGLANG_PREFIX`.
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ SGLANG_BATCH = re.compile(r"\b(?:Prefill|Decode) batch(?: \[\d+\])?\s*[,.(]")
 SGLANG_STARTUP = re.compile(r"\bserver_args=(?:ServerArgs\(|\{)|\bmax_total_num_tokens=\d+, |"
                             r"The server is fired up and ready to roll")
 """A start-up line only SGLang writes (module docstring)."""
+SGLANG_PREFIX = re.compile(r"^\[(?:\d{4}-\d{2}-\d{2} )?\d{2}:\d{2}:\d{2}(?:\.\d+)?(?: [A-Z_]+\d+)*\] ")
+"""SGLang's logger prefix at the start of a line (``configure_logger``: ``[%(asctime)s{.msecs}{prefix}]``,
+``datefmt`` ``%Y-%m-%d %H:%M:%S``, the scheduler's prefix `` DP<d> PP<p> ATTN_CP<c> MOE_DP<m> TP<t>
+EP<e>``; 0.3.0 ``%H:%M:%S``; the HTTP server's and tokenizer's lines without ranks): what every
+line of an SGLang log holds, batch lines or not."""
 VLLM_SERVER = re.compile(r"vLLM API server version|Initializing an? (?:V1 )?LLM engine|Starting vLLM API server"
                          r"|\bAvg prompt throughput: ")
 """A line only a vLLM server writes (module docstring)."""
@@ -56,6 +63,7 @@ class LogSigns:
         self.vllm_prefix: tuple[int, str] | None = None
         self.vllm_client = False
         self.startup: tuple[int, str] | None = None
+        self.sglang_prefix: tuple[int, str] | None = None
 
     def see(self, line: int, text: str) -> None:
         """Look at ``text``, the file's line ``line``."""
@@ -65,6 +73,8 @@ class LogSigns:
             self.startup = (line, text)
         if self.startup is not None:
             return   # an SGLang log's start-up lines: not vLLM's
+        if self.sglang_prefix is None and SGLANG_PREFIX.match(text):
+            self.sglang_prefix = (line, text)
         if self.vllm is None and VLLM_SERVER.search(text):
             self.vllm = (line, text)
         if self.vllm_prefix is None and VLLM_PREFIX.match(text):
@@ -81,6 +91,8 @@ class LogSigns:
         vllm = self.vllm or (self.vllm_prefix if not self.vllm_client else None)
         if vllm is not None:
             return vllm_log(f"{path}:{vllm[0]}", vllm[1], expected)
+        if self.sglang_prefix is not None:
+            return no_batch_lines(f"{path}:{self.sglang_prefix[0]}", self.sglang_prefix[1], expected)
         return None
 
 
@@ -100,3 +112,16 @@ def startup_only(where: str, text: str, expected: str) -> ConfigError:
                        f"an SGLang server log with start-up lines only, no batch lines ('Prefill batch'/'Decode "
                        f"batch'), not {expected}: it was copied before the runs, or the runs logged above "
                        "--log-level info; give calibrate --server-log the log kept while the runs ran")
+
+
+def no_batch_lines(where: str, text: str, expected: str) -> ConfigError:
+    """The one-line refusal of a log whose lines carry SGLang's logger prefix
+    (:data:`SGLANG_PREFIX`) but none of its batch or start-up lines, its first such line
+    ``text`` at ``where``, given where ``expected`` goes: a stretch of an SGLang log
+    (``docker logs --tail``, a rotated file) or one logged above info. It was refused as a JSON
+    line cut short ("Expecting ',' delimiter; truncated?": the prefix's "[" read as a JSON list)."""
+    return ConfigError(where, "<line>", clipped(text.strip()),
+                       "a server log behind SGLang's logger prefix ('[date time ...]') with no 'Prefill batch'/'Decode "
+                       f"batch' line and no start-up line, not {expected}: a part of the log (docker logs --tail, a "
+                       "rotated file) or one logged above --log-level info; give calibrate --server-log the log kept "
+                       "while the runs ran, and --from / --measured the bench_serving --output-file")

@@ -101,7 +101,8 @@ def test_an_sglang_log_without_batch_or_start_up_lines_is_not_named_a_benchmark_
     with pytest.raises(ConfigError) as e:
         parse_server_log(log)
     msg = str(e.value)
-    assert "a benchmark result" not in msg and "no 'Prefill batch' or 'Decode batch' line" in msg, msg
+    assert msg.startswith(f"{log}:1:") and "a benchmark result" not in msg, msg
+    assert "SGLang's logger prefix" in msg and "no 'Prefill batch'/'Decode batch' line" in msg, msg
     monkeypatch.chdir(tmp_path)
     (tmp_path / "run.jsonl").write_text(json.dumps(RUN) + "\n")
     argv = ["calibrate", "--profile", "h200-1b", "--seeds", "1", "--max-evals", "1", "--out", "o.yaml",
@@ -110,6 +111,24 @@ def test_an_sglang_log_without_batch_or_start_up_lines_is_not_named_a_benchmark_
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "tail.log" in err[0] and "a benchmark result" not in err[0], err
     assert not (tmp_path / "o.yaml").exists()
+
+
+def test_an_sglang_log_without_batch_or_start_up_lines_given_as_a_result_is_named_a_log(tmp_path, capsys, monkeypatch):
+    """The same stretch of a log given where a bench_serving result goes (``calibrate --from``,
+    ``validate --measured``): its first line's "[" was parsed as JSON and the file refused as "not
+    a complete JSON object (Expecting ',' delimiter ...; truncated?)"."""
+    lines = (LOGS / "sglang-0.4.9-swa-eagle-dp.log").read_text().splitlines(keepends=True)
+    monkeypatch.chdir(tmp_path)
+    log = tmp_path / "tail.log"
+    log.write_text("".join(x for x in lines if "batch" not in x and "Load weight" not in x))
+    for argv in (["calibrate", "--profile", "h200-1b", "--seeds", "1", "--max-evals", "1", "--out", "o.yaml",
+                  "--from", str(log)],
+                 ["validate", "--measured", str(log), "--profile", "h200-1b", "--out", "v"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{log}:1:" in err[0] and "SGLang's logger prefix" in err[0], err
+        assert "Expecting" not in err[0] and "truncated" not in err[0], err
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["tail.log"]
 
 
 def test_vllms_benchmark_client_output_is_not_taken_for_its_server_log(tmp_path):
