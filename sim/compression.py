@@ -43,8 +43,21 @@ def kind(head: bytes) -> str | None:
     return next((name for magic, name in MAGIC.items() if head.startswith(magic)), None)
 
 
+SPREADSHEETS = {"xl/workbook.xml": "an Excel workbook (.xlsx)", "content.xml": "an OpenDocument spreadsheet (.ods)"}
+"""A member that makes a zip archive an office spreadsheet (Office Open XML's ``xl/workbook.xml``
+beside ``[Content_Types].xml``; OpenDocument's ``content.xml`` beside its ``mimetype``): a trace
+or result opened in a spreadsheet and saved in its own format, whose XML parts are no data."""
+
+
 def _zip_member(f: BinaryIO, p: str | Path) -> BinaryIO:
     z = zipfile.ZipFile(f)
+    names = set(z.namelist())
+    sheet = next((what for member, what in SPREADSHEETS.items()
+                  if member in names and ({"[Content_Types].xml", "mimetype"} & names)), None)
+    if sheet is not None:
+        # it was "a zip archive of N files ([Content_Types].xml, ...): unzip it", which gives XML
+        raise ConfigError(str(p), "<file>", Path(p).name, f"{sheet}, not a text file: give the file it was "
+                          "made from, or save the sheet as CSV (a trace; File > Save As > CSV)")
     files = [i for i in z.infolist() if not i.is_dir() and not i.filename.startswith("__MACOSX/")]
     if not files:
         raise ConfigError(str(p), "<file>", Path(p).name, "an empty zip archive: no file in it")

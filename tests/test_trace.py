@@ -427,6 +427,41 @@ def test_a_damaged_archive_whose_name_does_not_say_csv_or_jsonl_is_one_line(tmp_
     assert not (tmp_path / "out").exists()
 
 
+def _spreadsheet(kind: str) -> bytes:
+    """A workbook's zip as a spreadsheet program saves one: Office Open XML's parts (ECMA-376:
+    ``[Content_Types].xml``, ``_rels/.rels``, ``xl/workbook.xml``, a sheet), or OpenDocument's
+    (``mimetype`` first, stored, ``content.xml``, ``META-INF/manifest.xml``)."""
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        if kind == "xlsx":
+            for name in ("[Content_Types].xml", "_rels/.rels", "xl/workbook.xml", "xl/worksheets/sheet1.xml"):
+                z.writestr(name, "<?xml version='1.0'?><x/>")
+        else:
+            z.writestr("mimetype", "application/vnd.oasis.opendocument.spreadsheet", zipfile.ZIP_STORED)
+            for name in ("content.xml", "styles.xml", "META-INF/manifest.xml"):
+                z.writestr(name, "<?xml version='1.0'?><x/>")
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("kind, said", [("xlsx", "an Excel workbook"), ("ods", "an OpenDocument spreadsheet")])
+def test_a_trace_saved_as_a_spreadsheet_is_named_one(tmp_path, capsys, monkeypatch, kind, said):
+    """A trace opened in a spreadsheet and saved in its format (a zip of XML parts): it was
+    refused as "a zip archive of 4 files ([Content_Types].xml, ...): unzip it and name the one to
+    read", and unzipping gives XML, no rows."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / f"trace.{kind}").write_bytes(_spreadsheet(kind))
+    y = tmp_path / "s.yaml"
+    y.write_text(yaml.safe_dump({"name": "s", "profile": "h200-llama8b-roofline",
+                                 "workload": {"kind": "trace", "trace": {"path": f"trace.{kind}", "layout": "azure"}}}))
+    assert main(["run", str(y), "--out", "out", "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"trace.{kind}: <file>" in err[0] and said in err[0] and "CSV" in err[0], err
+    assert "unzip" not in err[0] and not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("text, layout", [
     ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44,\n"
      "2023-11-16 18:15:47.1805900,396,109,\n", "azure"),
