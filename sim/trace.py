@@ -555,6 +555,19 @@ def _layout_hint(names: list[str] | dict, cols: tuple[str, ...]) -> str:
     return ""
 
 
+def _row_key_hint(row: dict, cols: tuple[str, ...], key: str) -> str:
+    """For a JSONL row without the trace's column ``key``: when the row has the trace's other
+    columns, only this row lacks one (a hand-made or merged trace), and no column mapping reads
+    it (the hint was to name the columns under ``workload.trace.columns``); a Mooncake row
+    without ``output_length`` is one SGLang's bench_serving replays asking 256 tokens
+    (0.5.23 benchmark/datasets/mooncake.py: ``record.get("output_length", 256)``). Else the
+    layout or column mapping hints."""
+    if all(c in row for c in cols[:3] if c != key):
+        default = " (SGLang's bench_serving asks 256 for a Mooncake row without one)" if key == "output_length" else ""
+        return f"; the row lacks the trace's {key}{default}: every row needs its {key}"
+    return _layout_hint(row, cols) or _columns_hint(row, cols)
+
+
 def _list_hint(line: str, p: Path) -> str:
     """For a refused JSONL line: a JSON list of rows (json.dump of a list, over one line or
     several) is no JSONL; say so and how to make it one; a Git LFS pointer's first line says
@@ -602,8 +615,7 @@ def _read_jsonl(p: Path, cols: tuple[str, str, str], unit: str, limit: int | Non
             for c in (*cols, *([hcol] if hcol and required else [])):
                 if c not in row:
                     raise ConfigError(f"{p}:{lineno}", c, "<missing>",
-                                      f"row has keys {', '.join(row) or 'none'}"
-                                      f"{_layout_hint(row, cols) or _columns_hint(row, cols)}")
+                                      f"row has keys {', '.join(row) or 'none'}{_row_key_hint(row, cols, c)}")
             if hcol:
                 chk.add_hashes(row.get(hcol), row[cols[1]], lineno, hcol, block_size)
             elif chk.n == 0 and not block:

@@ -103,6 +103,22 @@ def test_bad_traces_name_file_line_column_value(tmp_path, capsys, monkeypatch, t
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("layout, said", [("mooncake", "asks 256"), (None, "every row needs its output_length")])
+def test_a_jsonl_row_without_one_of_the_columns_says_the_row_lacks_it(tmp_path, layout, said):
+    """A Mooncake row without ``output_length`` among rows with one (a merged or hand-made trace)
+    was refused with "name them under workload.trace.columns: {timestamp: ..., ...} (or set
+    workload.trace.layout)", though the columns are named right and no mapping reads the row."""
+    p = tmp_path / "t.jsonl"
+    p.write_text('{"timestamp": 0, "input_length": 600, "output_length": 20, "hash_ids": [1, 2]}\n'
+                 '{"timestamp": 500, "input_length": 700, "hash_ids": [1, 3]}\n')
+    cfg = TraceConfig(path=str(p), **({"layout": layout} if layout else {}))
+    with pytest.raises(ConfigError) as e:
+        load_trace(cfg)
+    msg = str(e.value)
+    assert e.value.file.endswith("t.jsonl:2") and e.value.key == "output_length" and said in msg, msg
+    assert "workload.trace.columns" not in msg and "workload.trace.layout" not in msg, msg
+
+
 @pytest.mark.parametrize("row, key", [
     ('{"timestamp": 1' + "0" * 400 + ', "input_length": 5, "output_length": 2}', "timestamp"),
     ('{"timestamp": 1, "input_length": 1' + "0" * 5000 + ', "output_length": 2}', "input_length"),
