@@ -72,6 +72,15 @@ _GPU_ID = re.compile(r"\[gpu(?:_id)?=(?P<gpu>\d+)\]\s*$")
 ``srt/managers/tp_worker.py``); their logger wrote the message alone (``format="%(message)s"``
 in ``srt/server.py``), no time. Each data-parallel worker logs its own lines under its GPU id:
 the rank ``gpu=N``. 0.2.14 on: the ``[HH:MM:SS TPn]`` prefix (``configure_logger``)."""
+_WRAPPER_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
+                           r"|\b[A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2}(?:\.\d+)?|\d{2}:\d{2}:\d{2}(?:[.,]\d+)?")
+"""A time a wrapper puts before SGLang's prefix (RFC 3339 of ``docker compose logs -t``,
+``kubectl logs --timestamps``; journald's ``Mar 02 08:00:00``; a time of day): not part of
+the line's source (:func:`_source`)."""
+MAX_SOURCES = 32
+"""At most this many sources (:func:`_source`) are told apart in one log, and at most one for
+every two batch lines; a prefix that takes more values (a per-line counter or id a shipper
+adds) names no server, and is left out."""
 _TIME_ONLY_DATE = "1970-01-01 "
 """Date given to a time-only stamp (0.3.0's logger wrote ``%H:%M:%S``)."""
 _FIELD = re.compile(r"(?P<key>#?[A-Za-z][A-Za-z\- ()/]*?):\s*(?P<value>-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|True|False)")
@@ -105,7 +114,7 @@ COLUMNS = ("line", "time", "rank", "kind", "new_seq", "new_token", "cached_token
            "mixed", "pending_token", "replay_token", "swa_token", "swa_token_usage", "mamba_usage",
            "bootstrap_req", "inflight_req", "prealloc_req", "transfer_req", "retracted_req", "prealloc_usage",
            "optimistic_req", "host_receive_req", "mamba_num", "gpu_token", "gpu_token_usage", "cpu_token",
-           "cpu_token_usage", "cap_len", "block_accept_len")
+           "cpu_token_usage", "cap_len", "block_accept_len", "source")
 """Columns of :func:`parse_server_log`. ``graph`` is 1.0 when the line says the batch ran a
 (cuda/cpu/npu) graph, 0.0 when it ran eagerly, NaN when the version does not say.
 ``mixed`` is 1.0 for 0.3.0's mixed-chunk prefill line (``Prefill batch(mixed #running-req:
@@ -116,7 +125,19 @@ usages) are a HiSparse server's device buffer and host copy (0.5.23
 no ``#token``: :func:`kv_tokens`); ``mamba_num`` a hybrid-SSM pool's used states; ``cap_len``
 and ``block_accept_len`` speculative decoding's capped and block accept lengths;
 ``optimistic_req`` a PD prefill server's optimistic bootstraps, ``host_receive_req`` a PD
-decode server's host-receive queue."""
+decode server's host-receive queue. ``source`` tells apart the servers of one file whose
+lines a wrapper names (:func:`_source`; "" for a plain log): a line's rank is
+(``source``, ``rank``) (:func:`rank_keys`)."""
+
+
+def rank_keys(log: pd.DataFrame) -> pd.Series:
+    """Each line's rank as one key: its logger prefix's ranks (``rank``) within its server
+    (``source``), so the lines of two servers in one file (``docker compose logs`` of a prefill
+    and a decode server, both ``TP0``) are two ranks."""
+    rank = log["rank"].astype(str) if "rank" in log else pd.Series("", index=log.index)
+    if "source" not in log:
+        return rank
+    return log["source"].fillna("").astype(str) + "\x00" + rank
 
 
 def kv_tokens(log: pd.DataFrame) -> pd.Series:
@@ -137,6 +158,19 @@ def kv_tokens(log: pd.DataFrame) -> pd.Series:
     return token
 
 
+def _source(wrapper: str) -> str:
+    """Which server's output a line is, from what a wrapper put before SGLang's logger prefix:
+    ``docker compose logs`` of several services (``prefill-1  | ``, ``decode-1   | ``),
+    ``kubectl logs -l app=sglang --prefix`` (``[pod/sglang-prefill-7d9f/sglang] ``), journald's
+    ``host sglang[4242]: ``, a Ray actor's ``(SGLangWorker pid=7) ``. Times are left out, and
+    each run of digits is one ``#`` (``grep -n``'s ``123:``, a counter: no server); ``""``
+    without a wrapper. Every SGLang server numbers its ranks from ``TP0`` (its logger prefix
+    names no server), so the lines of a prefill and a decode server in one file read as one
+    rank's: each decode line was timed against the other server's line before it."""
+    text = _WRAPPER_TIME.sub(" ", wrapper)
+    return " ".join(re.sub(r"\d+", "#", text).split())
+
+
 def parse_line(raw: str, line: int) -> dict[str, object] | None:
     """One log line -> a row of :data:`COLUMNS` (missing fields left out), or None when it
     is not a "Prefill batch"/"Decode batch" line."""
@@ -152,7 +186,8 @@ def parse_line(raw: str, line: int) -> dict[str, object] | None:
     kind = m.group("kind").lower()
     gm = None if pm else _GPU_ID.search(head)
     rank = " ".join(pm.group("rank").split()) if pm else f"gpu={gm.group('gpu')}" if gm else ""
-    row: dict[str, object] = {"line": line, "time": stamp, "rank": rank, "kind": kind}
+    row: dict[str, object] = {"line": line, "time": stamp, "rank": rank, "kind": kind,
+                              "source": _source(head[: pm.start()]) if pm else ""}
     rest = m.group("rest")
     if m.group("mixed") is not None:   # 0.3.0: the decoding requests batched with this prefill
         row["mixed"] = 1.0
@@ -269,6 +304,9 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
     df = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
     df["time"] = pd.to_datetime(df["time"], errors="coerce", format="mixed")
     df["rank"] = df["rank"].fillna("")
+    df["source"] = df["source"].fillna("")
+    if df["source"].nunique() > min(MAX_SOURCES, len(df) / 2):   # a per-line counter or id: no server's name
+        df["source"] = ""
     df = first_pipeline_stage(df, str(p))
     _say_time_going_back(df, str(p))
     df.attrs["server_info"] = launch.server_info()   # start-up lines: analysis/server_launch.py
@@ -341,10 +379,11 @@ def _say_time_going_back(log: pd.DataFrame, path: str) -> None:
     dated = log[log["time"].notna() & (log["time"] >= pd.Timestamp("1971-01-01"))]
     if len(dated) < 2:
         return
-    back = dated.groupby(dated["rank"], sort=False)["time"].diff() < pd.Timedelta(seconds=-1)
+    keys = rank_keys(dated)
+    back = dated.groupby(keys, sort=False)["time"].diff() < pd.Timedelta(seconds=-1)
     if back.any():
         i = back.idxmax()
-        prev = dated.loc[:i][dated.loc[:i, "rank"] == dated.at[i, "rank"]].iloc[-2]
+        prev = dated.loc[:i][keys.loc[:i] == keys.at[i]].iloc[-2]
         back_s = (prev["time"] - dated.at[i, "time"]).total_seconds()
         # SGLang stamps local time (utils logging's asctime): a clock set back an hour for
         # daylight saving's end reads as the same jump, with the lines in order
@@ -443,8 +482,7 @@ def decode_step_samples(log: pd.DataFrame) -> pd.DataFrame:
     per request = #token / running), ``tokens_per_step`` (running x accept len, or running
     without speculative decoding), ``step_s`` (= tokens_per_step / gen throughput). In a
     speculative server's log a line without a positive accept length is left out."""
-    rank = log["rank"] if "rank" in log else pd.Series("", index=log.index)
-    by_rank = log.groupby(rank, sort=False)
+    by_rank = log.groupby(rank_keys(log), sort=False)
     prev_decode = by_rank["kind"].shift(1).eq("decode")
     same_batch = by_rank["running_req"].shift(1).eq(log["running_req"])
     token = kv_tokens(log)

@@ -285,3 +285,45 @@ def test_validate_names_a_streamed_lines_folder_as_from_bench_names_its_scenario
 
     assert validate_bench_stem("/dev/stdin") == "bench_serving"
     assert validate_bench_stem("runs/rate4.jsonl") == "rate4"
+
+
+def _by_time(*logs: tuple[str, Path]) -> list[str]:
+    """The lines of several servers' logs as ``docker compose logs`` gives them: each behind its
+    service's ``name  | `` prefix, merged in time order (the logger's stamp)."""
+    rows = [(line[1:20], k, f"{name:<10} | {line}") for k, (name, path) in enumerate(logs)
+            for line in path.read_text().splitlines()]
+    return [r[2] for r in sorted(rows)]
+
+
+def test_a_compose_log_of_a_prefill_and_a_decode_server_times_each_servers_lines_apart(tmp_path, capsys):
+    """Both servers' ranks are ``TP0`` (each SGLang server numbers its own from 0), so their lines
+    in one ``docker compose logs`` file read as one rank's: each decode line followed the other
+    server's prefill line and gave no pure-decode sample (calibrate from the log refused it: "none
+    timing a pure decode step"). The wrapper's service name now tells the servers apart."""
+    decode = LOGS / "sglang-0.5.10-pd-decode-mamba.log"
+    prefill = tmp_path / "prefill.log"   # its batches logged while the decode server decodes
+    prefill.write_text((LOGS / "sglang-0.5.10-pd-prefill.log").read_text().replace("11:00:00 TP0", "11:00:10 TP0")
+                       .replace("11:00:01 TP0", "11:00:10 TP0"))
+    lines = _by_time(("decode-1", decode), ("prefill-1", prefill))
+    f = tmp_path / "compose.log"
+    f.write_text("\n".join(lines) + "\n")
+    log = parse_server_log(f)
+    alone = decode_step_samples(parse_server_log(decode))
+    got = decode_step_samples(log)
+    assert len(alone) and got.drop(columns="line").equals(alone.drop(columns="line"))
+    assert set(log["source"]) == {"prefill-# |", "decode-# |"}
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_a_per_line_number_before_the_prefix_is_no_server(tmp_path):
+    """``grep -n batch server.log`` puts each line's number before it, a shipper may put a
+    record id: neither names a server, so the decode lines keep their samples."""
+    text = LAUNCH.read_text().splitlines()
+    plain = decode_step_samples(parse_server_log(LAUNCH))
+    numbered = tmp_path / "grep.log"
+    numbered.write_text("".join(f"{i}:{x}\n" for i, x in enumerate(text, start=1) if "batch" in x))
+    ids = tmp_path / "ids.log"
+    ids.write_text("".join(f"rec-{chr(97 + i % 26)}{chr(97 + i // 26 % 26)} {x}\n" for i, x in enumerate(text)))
+    assert len(plain)
+    for f in (numbered, ids):
+        assert decode_step_samples(parse_server_log(f)).drop(columns="line").equals(plain.drop(columns="line"))
