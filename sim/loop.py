@@ -109,7 +109,7 @@ def scheduler_loop(sched: Scheduler, server: ServerArgs, fast_forward: bool = Fa
                 yield _publish_wait(server, in_flight[2])
             yield HostWork("launch", plan)
             handle = publish = yield Launch(plan)
-            if plan.is_prefill and spec and plan.num_extend:
+            if spec and plan.is_prefill and plan.num_extend:
                 # the drafter's forward over the prompt, after the target's publish: a block
                 # drafter's KV injection, a chain drafter's draft extend for prefill
                 if block_drafter and server.prefill_slot_expansion_sync:

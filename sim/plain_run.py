@@ -75,6 +75,8 @@ def _both_from_ends(at_one: int, from_two: int, ends: list[int], n: int) -> list
     per request instead of two dict updates."""
     if n < 2:
         return []
+    if not ends:   # no request stops delivering inside the run (most stretches)
+        return [at_one] + [from_two] * (n - 2)
     both = [at_one]
     c, j = from_two, 2
     ends.sort()
@@ -196,7 +198,10 @@ class PlainRun:
         # per arrival on the hot path, docs/performance.md)
         for i, r in enumerate(reqs):
             xi = x0[i]
-            rid, c, h, n_in = r.rid, r.max_new_tokens, r.output_len, r.input_len
+            rid = r.rid   # four reads, not a four-tuple built and unpacked
+            c = r.max_new_tokens
+            h = r.output_len
+            n_in = r.input_len
             d = get(rid)
             if d is None:
                 return None

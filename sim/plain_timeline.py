@@ -133,7 +133,8 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
     lim = ctx             # the context sum at which it changes (set with klim)
     if memo is None:
         memo = {}
-    hs, hl, _ = host(bs)
+    hb = host(bs)         # the host seconds of the batch size bs (pure: asked again only when bs changes)
+    hs, hl = hb[0], hb[1]
     ht = 0.0 if tail is None else tail(bs)
     u = t0 + hs
     u = u + hl
@@ -141,7 +142,7 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
     cuts: list[tuple[int, int, float]] = []   # (j, batch size from j on, GPU end of j - 1)
     firsts: list[float] = []                  # GPU end of the first iteration after each cut
     pbs = run.pbs0
-    hp = host(pbs)[2]
+    hp = hb[2] if pbs == bs else host(pbs)[2]
     ci = 0
     nxt, nbs, base = changes[0]
     t, ep = t0, e0
@@ -237,16 +238,17 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
             if j > 1:
                 firsts.append(e)     # iteration j - 1 is the first after a cut
             pbs = bs
-            hp = host(pbs)[2]
+            hp = hb[2]
         if j == nxt:
             if nbs != bs:
                 cuts.append((j, nbs, e))
-            bs = nbs
+                bs = nbs
+                hb = host(bs)
+                hs, hl = hb[0], hb[1]
+                if tail is not None:
+                    ht = tail(bs)
             ci += 1
             nxt, nbs, nbase = changes[ci] if ci < len(changes) else (-1, 0, 0)
-            hs, hl, _ = host(bs)
-            if tail is not None:
-                ht = tail(bs)
             ctx = base + j * bs
             base = nbase
         elif j == klim:          # the context sum reached the key's limit

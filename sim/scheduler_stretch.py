@@ -166,9 +166,10 @@ class Stretch:
         if len(self.running) < len(run.reqs):
             self.batch_is_full = False  # requests left the batch
         if True in done:
-            for r, d in zip(run.reqs, done, strict=True):
+            reqs = run.reqs   # by index: zip(..., strict=True) builds a keyword dict per call
+            for i, d in enumerate(done):
                 if d:
-                    self._release_prefix(r)
+                    self._release_prefix(reqs[i])
         ratio = self.ratio
         for _ in range(n):   # one decay per pass without retraction
             if ratio.value <= ratio.floor:
