@@ -8,7 +8,7 @@ verify) or MIXED (enable_mixed_chunk). Here that label is derived from the token
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 import numpy as np
@@ -75,23 +75,28 @@ class BatchPlan:
                  prefix_lens: tuple[int, ...], num_extend: int = 0, chunked_rid: int | None = None,
                  new_rids: tuple[int, ...] = (), spec_window: int = 1, committed_before: tuple[int, ...] = (),
                  max_new_tokens: tuple[int, ...] = (), resync_rids: tuple[int, ...] = ()) -> None:
-        # the fields through their slots' descriptors: a frozen dataclass's generated
-        # __init__ calls object.__setattr__ by name per field, about twice as slow (two
-        # plans a Poisson request; docs/performance.md). Still frozen: assignment raises.
-        _SET[0](self, step)
-        _SET[1](self, mode)
-        _SET[2](self, rids)
-        _SET[3](self, extend_lens)
-        _SET[4](self, prefix_lens)
-        _SET[5](self, num_extend)
-        _SET[6](self, chunked_rid)
-        _SET[7](self, new_rids)
-        _SET[8](self, spec_window)
-        _SET[9](self, committed_before)
-        _SET[10](self, max_new_tokens)
-        _SET[11](self, resync_rids)
-        _SET[12](self, len(rids))
-        _SET[13](self, sum(extend_lens[:num_extend]) if num_extend else 0)
+        # the fields written as a writable twin of the same slots (_PlanFields), then the
+        # object turned back into a BatchPlan: plain slot stores, where the frozen class's
+        # __setattr__ raises and its descriptors' __set__ (the earlier way) or
+        # object.__setattr__ (the generated __init__) cost a C call per field, about twice
+        # the time of the whole constructor (two plans a Poisson request; docs/performance.md).
+        # Still frozen once built: assignment raises.
+        _become(self, "__class__", _PlanFields)
+        self.step = step
+        self.mode = mode
+        self.rids = rids
+        self.extend_lens = extend_lens
+        self.prefix_lens = prefix_lens
+        self.num_extend = num_extend
+        self.chunked_rid = chunked_rid
+        self.new_rids = new_rids
+        self.spec_window = spec_window
+        self.committed_before = committed_before
+        self.max_new_tokens = max_new_tokens
+        self.resync_rids = resync_rids
+        self.batch_size = len(rids)
+        self.num_extend_tokens = sum(extend_lens[:num_extend]) if num_extend else 0
+        self.__class__ = BatchPlan
 
     @property
     def decode_rids(self) -> tuple[int, ...]:
@@ -106,8 +111,19 @@ class BatchPlan:
 # the members as module names (a member read through the enum class costs ~0.1 us, see
 # sim/request.py); per-forward paths use these
 EXTEND, DECODE, VERIFY, MIXED = ForwardMode.EXTEND, ForwardMode.DECODE, ForwardMode.VERIFY, ForwardMode.MIXED
-_SET = tuple(getattr(BatchPlan, f.name).__set__ for f in fields(BatchPlan))
-"""Each field's slot setter, in field order (BatchPlan.__init__)."""
+
+
+class _PlanFields:
+    """:class:`BatchPlan`'s slots without its frozen ``__setattr__``: what a plan is while
+    ``BatchPlan.__init__`` writes its fields. The same slots on the same base, so the two
+    classes share one layout and an object may change from one to the other (CPython's
+    ``__class__`` assignment checks exactly that)."""
+
+    __slots__ = BatchPlan.__slots__
+
+
+_become = object.__setattr__
+"""Sets ``__class__`` past the frozen class's ``__setattr__`` (BatchPlan.__init__)."""
 
 
 def decode_plan(step: int, spec: bool, window: int, rids: list[int], prefix_lens: list[int],
