@@ -1,6 +1,6 @@
-"""BatchPlan's constructor (sim/plan.py): its fields are written through a writable twin of
-its slots and the object turned back into a BatchPlan; what comes out is the frozen plan
-the dataclass describes."""
+"""The constructors that write a frozen dataclass's fields through a writable twin of its
+slots and turn the object back into its class (BatchPlan, sim/plan.py; RequestSpec,
+sim/workload.py): what comes out is the frozen object the dataclass describes."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from specsched.sim.plan import BatchPlan, ForwardMode
+from specsched.sim.workload import RequestSpec
 
 _lens = st.lists(st.integers(0, 5000), min_size=1, max_size=6)
 
@@ -37,3 +38,22 @@ def test_a_plan_holds_its_fields_and_stays_frozen(step, mode, lens, num_extend, 
     with pytest.raises(dataclasses.FrozenInstanceError):
         p.batch_size = 0
     assert p == BatchPlan(*args) and p.step == step
+
+
+@given(st.integers(0, 10**6), st.integers(1, 10**5), st.integers(0, 10**5), st.data())
+def test_a_request_spec_holds_its_fields_and_stays_frozen(index, input_len, output_len, data):
+    names = [f.name for f in dataclasses.fields(RequestSpec)]
+    given_kw = data.draw(st.fixed_dictionaries({}, optional={
+        "arrival_s": st.floats(0, 1e6), "priority": st.integers(-5, 5), "turn": st.integers(0, 9),
+        "routing_key": st.text(max_size=4), "abort": st.text(max_size=8), "truncated_input": st.integers(1, 100),
+        "tokenizer_reject": st.booleans(), "prefill_only": st.booleans()}))
+    s = RequestSpec(index, input_len, output_len, **given_kw)
+    defaults = {f.name: f.default for f in dataclasses.fields(RequestSpec)}
+    want = {**defaults, "index": index, "input_len": input_len, "output_len": output_len, **given_kw}
+    assert type(s) is RequestSpec
+    assert {k: getattr(s, k) for k in names} == want
+    q = dataclasses.replace(s, output_len=output_len + 1)
+    assert type(q) is RequestSpec and q.output_len == output_len + 1 and dataclasses.replace(q, output_len=output_len) == s
+    assert pickle.loads(pickle.dumps(s)) == s
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.index = index + 1
