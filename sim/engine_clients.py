@@ -140,7 +140,9 @@ class Clients:
         arrive = []
         reaching = []
         for spec, t_send in zip(self.specs, sent, strict=True):
-            free = max(t_send, free) + per_req + per_tok * spec.input_len   # :meth:`_ingest_s`
+            # :meth:`_ingest_s` after max(t_send, free) (written out: builtin max parses its
+            # arguments through a tuple on every call in 3.11)
+            free = (free if free > t_send else t_send) + per_req + per_tok * spec.input_len
             if spec.tokenizer_reject:
                 self._remaining -= 1
                 continue
