@@ -121,8 +121,11 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
     """
     stop = run.stop if limit is None else limit
     changes = run.changes
-    T, E, S, RW = [t0], [], [], []
-    Ta, Ea, Sa, RWa = T.append, E.append, S.append, RW.append
+    T = [t0]
+    Ta = T.append
+    E, S, RW = [], [], []
+    if detail:
+        Ea, Sa, RWa = E.append, S.append, RW.append
     late: dict[int, float] = {}      # GPU start of iterations where the host was late
     bs = run.bs0
     ctx = run.ctx0
