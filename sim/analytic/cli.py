@@ -193,6 +193,10 @@ def cmd_analytic_profile(args: argparse.Namespace) -> int:
         raise ConfigError("<command line>", "--draft-layers", args.draft_layers,
                           "not with --draft-model: the draft model's layers are its own (its num_hidden_layers)")
     draft_arch = load_model(args.draft_model, "--draft-model") if getattr(args, "draft_model", None) else None
+    from specsched.sim.analytic.writer import check_fp8_blocks, check_tp
+
+    check_tp(arch, args.tp, args.model)
+    arch = check_fp8_blocks(arch, args.tp, gpu.platform, args.model)   # its assumption printed below
     d = build_profile(arch, gpu, args.tp, args.dtype, window=args.window, drafter=drafter,
                       draft_layers=args.draft_layers or 1, eff=eff, name=args.name, model_ref=args.model,
                       draft_vocab=getattr(args, "draft_vocab", None),

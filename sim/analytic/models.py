@@ -339,6 +339,12 @@ class ModelArch(BaseModel):
     vision_family: str | None = None
     """The vision encoder as counted (``Qwen2.5-VL ViT``, ``SigLIP + Gemma 3 projector``, ...)."""
     fp8_routed_experts_only: bool = False
+    fp8_weight_block: tuple[int, int] | None = None
+    """``[block_n, block_k]`` of a block-quantized FP8 checkpoint (``quant_method: fp8`` with
+    ``weight_block_size``, as SGLang 0.5.23 layers/quantization/fp8.py ``Fp8Config`` reads it):
+    each weight carries one scale per block_n x block_k tile, so every TP rank's share of a split
+    weight must be whole tiles (:func:`~sim.analytic.writer.check_fp8_blocks`). None: per-tensor
+    or per-channel scales, or no fp8 checkpoint."""
     kv_cache_bytes: int = 2
     """Bytes of one KV cache element: 2 for SGLang's ``--kv-cache-dtype auto`` on a bf16 model
     (and ``bf16``), 1 for ``fp8_e4m3`` / ``fp8_e5m2`` (``profile --analytic --kv-cache-dtype``;
@@ -1002,6 +1008,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, file: str) -> ModelArch:
         swa_pool_layers=swa_pool_layers,
         fp8_native=fp8,
         fp8_routed_experts_only=fp8 and isinstance(quant, dict) and quant.get("scope") == "routed_experts",
+        fp8_weight_block=_fp8_weight_block(quant, method, file),
         weight_format=fp4,
         kv_cache_quant_algo=checkpoint_kv_cache_quant(quant),
         dsa=dsa,
@@ -1175,6 +1182,26 @@ def _compressed_tensors_weights(quant: dict[str, Any]) -> list[Any]:
     ``quantization_config`` (compressed_tensors/compressed_tensors.py); empty without groups."""
     groups = quant.get("config_groups")
     return [g.get("weights") for g in groups.values() if isinstance(g, dict)] if isinstance(groups, dict) else []
+
+
+def _fp8_weight_block(quant: Any, method: str, file: str) -> tuple[int, int] | None:
+    """``quantization_config.weight_block_size`` of a ``quant_method: fp8`` checkpoint as
+    ``(block_n, block_k)``, or None without one. SGLang 0.5.23 ``Fp8Config.__init__``
+    (layers/quantization/fp8.py) refuses a size that is not two-dimensional ("The quantization
+    block size of weight must have 2 dimensions").
+
+    Raises:
+        ConfigError: a ``weight_block_size`` that is not two positive integers.
+    """
+    if method != "fp8" or not isinstance(quant, dict) or quant.get("weight_block_size") is None:
+        return None
+    size = quant["weight_block_size"]
+    if (not isinstance(size, list) or len(size) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in size)):
+        raise ConfigError(file, "quantization_config.weight_block_size", size,
+                          "two positive integers [block_n, block_k] (SGLang 0.5.23 layers/quantization/fp8.py "
+                          "Fp8Config: the quantization block size of weight must have 2 dimensions)")
+    return size[0], size[1]
 
 
 def fp8_checkpoint(quant: Any) -> bool:

@@ -82,6 +82,95 @@ def check_tp(arch: ModelArch, tp: int, file: str) -> None:
                           f"allowed: {', '.join(map(str, allowed[:12]))}")
 
 
+AITER_MOE_PADDING = 128
+"""SGLang 0.5.23 layers/moe/utils.py ``AITER_PADDING_SIZE``: with ``SGLANG_USE_AITER=1`` on ROCm
+the fp8 MoE experts' width is padded to it, and ``Fp8MoEMethod.create_weights`` skips its block
+check when the checkpoint's blocks are this size (layers/quantization/fp8.py)."""
+
+
+def fp8_block_misfits(arch: ModelArch, tp: int, platform: str = "cuda") -> list[str]:
+    """The weights of a block-quantized FP8 checkpoint (``arch.fp8_weight_block``) whose share
+    on one of ``tp`` ranks is not a whole number of blocks, each as ``name = size`` with the
+    block it misses; empty when every share is whole (or the checkpoint has no blocks).
+
+    SGLang 0.5.23 checks them as it creates the weights and stops the server:
+    layers/quantization/fp8.py ``Fp8LinearMethod.validate_block_quant_shapes`` (a merged or
+    column-split linear's output partitions % block_n: the QKV and gate/up projections, MLA's
+    q_b/kv_b; a row-split linear's input partition % block_k when ``tp`` > 1: o_proj, down_proj)
+    and ``Fp8MoEMethod.create_weights`` (the experts' ``intermediate_size_per_partition`` %
+    block_n, and % block_k when ``tp`` > 1; skipped on ROCm with ``SGLANG_USE_AITER=1`` when
+    the blocks are :data:`AITER_MOE_PADDING` wide, so a HIP profile of 128 x 128 blocks leaves
+    the experts out and says so in an assumption). The TP shares follow linear.py
+    (``QKVParallelLinear``: one KV head per rank once ``tp`` reaches the KV heads) at
+    ``ep_size`` 1 (the experts split over all ``tp`` ranks). Replicated linears (MLA's
+    ``fused_qkv_a_proj_with_mqa``) are not split and not checked."""
+    if arch.fp8_weight_block is None:
+        return []
+    block_n, block_k = arch.fp8_weight_block
+    split = tp > 1
+    checks: list[tuple[str, float, bool]] = []   # (weight, its share on one rank, a row-split input)
+    if not arch.fp8_routed_experts_only:
+        heads = arch.num_heads / tp
+        if arch.is_mla:
+            qk = arch.qk_nope_head_dim + arch.qk_rope_head_dim
+            checks += [("q_b_proj" if arch.q_lora_rank else "q_proj", heads * qk, False),
+                       ("kv_b_proj", heads * (arch.qk_nope_head_dim + arch.v_head_dim), False),
+                       ("o_proj", heads * arch.v_head_dim, True)]
+        else:
+            kv = max(1.0, arch.num_kv_heads / tp)
+            checks += [("qkv_proj (q)", heads * arch.head_dim, False), ("qkv_proj (k)", kv * arch.head_dim, False),
+                       ("qkv_proj (v)", kv * arch.v_head_dim, False), ("o_proj", heads * arch.v_head_dim, True)]
+        if not arch.num_experts or arch.first_k_dense or arch.moe_layer_step > 1:
+            dense = (arch.dense_intermediate_size or arch.intermediate_size) / tp
+            checks += [("gate_up_proj", dense, False), ("down_proj", dense, True)]
+        shared = arch.shared_expert_intermediate_size or arch.shared_experts * arch.moe_intermediate_size
+        if arch.num_experts and shared:
+            checks += [("shared experts' gate_up_proj", shared / tp, False), ("shared experts' down_proj", shared / tp, True)]
+    aiter_pads = platform == "hip" and block_n == block_k == AITER_MOE_PADDING
+    if arch.num_experts and not aiter_pads:
+        experts = arch.moe_intermediate_size / tp
+        checks += [("experts' gate/up (intermediate_size_per_partition)", experts, False),
+                   ("experts' down (intermediate_size_per_partition)", experts, True)]
+    out = []
+    for name, share, row in checks:
+        block = block_k if row else block_n
+        if row and not split:
+            continue
+        if share % block:
+            out.append(f"{name} {share:g} per rank is not a multiple of block_{'k' if row else 'n'} {block}")
+    return out
+
+
+def check_fp8_blocks(arch: ModelArch, tp: int, platform: str, file: str) -> ModelArch:
+    """Refuse a TP size at which SGLang 0.5.23 cannot load the block-quantized FP8 checkpoint
+    (:func:`fp8_block_misfits`), naming the first misfit and the TP sizes that load; return the
+    model, with an assumption added where a HIP profile leaves the experts' check to AITER.
+
+    Raises:
+        ConfigError: naming ``--tp``, the value, the share that is not whole blocks and the
+            sizes allowed.
+    """
+    bad = fp8_block_misfits(arch, tp, platform)
+    if bad:
+        ok = [d for d in range(1, arch.num_heads + 1) if arch.num_heads % d == 0
+              and (arch.is_mla or arch.num_kv_heads % d == 0 or d % arch.num_kv_heads == 0)
+              and not fp8_block_misfits(arch, d, platform)]
+        raise ConfigError(file, "--tp", tp,
+                          f"the checkpoint's FP8 weights are quantized in {arch.fp8_weight_block[0]} x "
+                          f"{arch.fp8_weight_block[1]} blocks (quantization_config.weight_block_size) and its "
+                          f"{bad[0]}: SGLang 0.5.23 stops loading it (layers/quantization/fp8.py "
+                          f"validate_block_quant_shapes, Fp8MoEMethod.create_weights); allowed: "
+                          f"{', '.join(map(str, ok[:12])) or 'none'}")
+    if (arch.fp8_weight_block is not None and arch.num_experts and platform == "hip"
+            and fp8_block_misfits(arch, tp, "cuda")):
+        said = (f"SGLANG_USE_AITER=1: the experts' {arch.moe_intermediate_size / tp:g} columns per rank are not whole "
+                f"{AITER_MOE_PADDING}-wide FP8 blocks, which SGLang 0.5.23 loads on ROCm only with AITER's padding "
+                "(layers/quantization/fp8.py Fp8MoEMethod.create_weights; without it the server stops)")
+        if said not in arch.assumptions:
+            return arch.model_copy(update={"assumptions": [*arch.assumptions, said]})
+    return arch
+
+
 def _grid(xs: list[int], cs: list[int], f: Callable[[float, float], float]) -> dict[str, Any]:
     return {"x": [float(x) for x in xs], "context_len": [float(c) for c in cs],
             "seconds": [[float(f"{f(x, c):.6e}") for c in cs] for x in xs]}
@@ -139,6 +228,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         ConfigError: a TP size that does not divide the heads, or a bad window/drafter.
     """
     check_tp(arch, tp, model_ref or arch.name)
+    arch = check_fp8_blocks(arch, tp, gpu.platform, model_ref or arch.name)
     if window < 2 or window > 64:
         raise ConfigError("<command line>", "--window", window, "must be in 2..64")
     if drafter not in ("block", "chain"):
@@ -406,6 +496,7 @@ def build_profile(arch: ModelArch, gpu: GpuSpec, tp: int = 1, dtype: str | None 
         "analytic": {
             "model": arch.model_dump(exclude={k for k, default in (("swa_pool_layers", None), ("weight_format", None),
                                                                     ("kv_cache_quant_algo", None), ("dsa", False),
+                                                                    ("fp8_weight_block", None),
                                                                     ("learnable_sink", False), ("multimodal", False),
                                                                     ("vision_layers", None), ("vision_hidden", None),
                                                                     ("vision_params_sharded", 0),
