@@ -81,6 +81,7 @@ def _print_scenario_notes(scenarios: list[Any], arms: list[str] | None = None,
     whose costs are an analytic estimate (:func:`sim.profile.analytic_profiles_note`)."""
     from specsched.sim.profile import (
         analytic_profiles_note,
+        context_length_note,
         drafter_kind_note,
         load_profile,
         standalone_drafter_note,
@@ -92,7 +93,8 @@ def _print_scenario_notes(scenarios: list[Any], arms: list[str] | None = None,
     for s in scenarios:
         with contextlib.suppress(ConfigError):   # a profile that does not load: the run names it
             profile = load_profile(s.profile, s.path or None)
-            drafter += [standalone_drafter_note(s, profile), drafter_kind_note(s, profile)]
+            drafter += [standalone_drafter_note(s, profile), drafter_kind_note(s, profile),
+                        context_length_note(s, profile)]
     for note in (*launch_arg_notes(values, (k for s in scenarios for k in s._launch_args_left_out)),
                  *inert_only_notes(scenarios, arms or [s.arm for s in scenarios], inert_axes or {}),
                  analytic_profiles_note(scenarios), *dict.fromkeys(drafter)):

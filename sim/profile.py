@@ -972,6 +972,36 @@ def drafter_kind_note(scenario: Any, profile: Profile) -> str | None:
             f"drafter's; a profile for it: specsched profile --analytic ... --drafter {want}")
 
 
+def context_length_note(scenario: Any, profile: Profile) -> str | None:
+    """One ``warning:`` line when a server's ``context_length`` (SGLang's ``--context-length``)
+    is above the model's own (the profile's ``hardware.context_len``, from the config's
+    ``max_position_embeddings`` and rope scaling): SGLang 0.5.23 stops at start with "User-specified
+    context_length (N) is greater than the derived context_length (M)" unless
+    ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1`` is set, and with it serves the longer
+    prompts with a warning that the outputs may be wrong (configs/model_config.py
+    ``ModelConfig._derive_context_length``). The run takes the value as given (as with the
+    variable set) and said nothing; None otherwise (no such server, or a profile that does not
+    know the model's length)."""
+    hw = profile.hardware
+    model = getattr(hw, "context_len", None) if hw is not None else None
+    if not model:
+        return None
+    srv = scenario.server
+    servers = [("server.context_length", srv)]
+    if srv.disaggregation is not None:
+        servers += [(f"server.disaggregation.{r}.server.context_length", srv.role_server(r)) for r in ("prefill", "decode")]
+    over = {key: x.context_length for key, x in servers if x.context_length is not None and x.context_length > model}
+    if not over:
+        return None
+    if len(set(over.values())) == 1 and "server.context_length" in over:
+        over = {"server.context_length": over["server.context_length"]}
+    said = ", ".join(f"{k} {v}" for k, v in over.items())
+    return (f"warning: {said} is above the model's context length {model} (profile {profile.name}'s "
+            f"hardware.context_len): SGLang 0.5.23 refuses it at start unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 "
+            "is set, and then warns that outputs past the model's length may be wrong (configs/model_config.py "
+            "ModelConfig._derive_context_length); the run takes it as given")
+
+
 def resolve_profile_path(name_or_path: str, relative_to: str | Path | None = None) -> Path:
     """A profile given as a path (absolute, or relative to the scenario file / cwd) or as a
     name in the bundled ``profiles/`` folder."""

@@ -239,11 +239,17 @@ def _run_command(args: argparse.Namespace) -> int:
         scenario = with_value(scenario, "seed", args.seed)  # the saved scenario.yaml says so
     notes += check_size(scenario, args.max_requests)
     check_fits(scenario)
-    from specsched.sim.profile import drafter_kind_note, load_profile, standalone_drafter_note
+    from specsched.sim.profile import (
+        context_length_note,
+        drafter_kind_note,
+        load_profile,
+        standalone_drafter_note,
+    )
 
     # a bad profile fails here, before any work; a good one may add a note
     profile = load_profile(scenario.profile, scenario.path or None)
-    notes += [standalone_drafter_note(scenario, profile), drafter_kind_note(scenario, profile)]
+    notes += [standalone_drafter_note(scenario, profile), drafter_kind_note(scenario, profile),
+              context_length_note(scenario, profile)]
     from specsched.sim.report import format_report
     from specsched.sim.results import write_results
 

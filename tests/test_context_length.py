@@ -151,3 +151,30 @@ def test_the_max_running_requests_default_uses_the_servers_context_length():
     short, why_short = resolved({"context_length": 8192})
     assert "context length 131072" in why_model and "context length 8192" in why_short
     assert short > model
+
+
+@pytest.mark.parametrize("context_length, warned", [(None, False), (4096, False), (131072, False), (200_000, True)])
+def test_a_context_length_past_the_models_is_warned_about(tmp_path, capsys, monkeypatch, context_length, warned):
+    """SGLang 0.5.23 stops at start when ``--context-length`` is above the model's own
+    (configs/model_config.py ``ModelConfig._derive_context_length``: "User-specified
+    context_length ... is greater than the derived context_length") unless
+    SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1; the run took 200000 on a 131072-token Llama
+    without a word. It still runs (as with the variable set), with one warning line saying so;
+    at or below the model's length nothing is said."""
+    monkeypatch.chdir(tmp_path)
+    s = _scenario(tmp_path, 1000)
+    over = ["--set", f"server.context_length={context_length}"] if context_length else []
+    assert main(["run", s, *over, "--out", "out"]) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" in line]
+    assert len(err) == int(warned), err
+    if warned:
+        assert err[0].startswith("warning: server.context_length 200000 is above the model's context length 131072")
+
+
+def test_a_disaggregated_roles_context_length_past_the_models_is_warned_about_once(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    s = _scenario(tmp_path, 1000)
+    assert main(["run", s, "--set", "server.disaggregation.prefill.instances=1",
+                 "--set", "server.disaggregation.decode.server.context_length=150000", "--out", "out"]) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" in line]
+    assert len(err) == 1 and "server.disaggregation.decode.server.context_length 150000" in err[0], err
