@@ -776,10 +776,15 @@ def resolve_server(server: ServerArgs, hw: Hardware | None, given: set[str]) -> 
     server = server.model_copy(update={"page_size": vals.get("page_size", server.page_size)})
     chunk, graph = memory_buckets(hw.memory_mib, hw.tp_size)
     put("chunked_prefill_size", chunk, f"SGLang's default on {where}")
-    if "cuda_graph_max_bs" not in given and "max_running_requests" in given:
-        graph = min(graph, server.max_running_requests)
+    graph_why = f"SGLang's decode graph limit on {where}"
+    if "cuda_graph_max_bs" not in given and "max_running_requests" in given and server.max_running_requests < graph:
+        # arg_groups/memory_hook.py handle_gpu_memory_settings lowers a default limit to a stated
+        # --max-running-requests; said, as the GPU's limit alone read as the reason for the cut
+        graph_why += (f" is {graph}, lowered to the given max_running_requests {server.max_running_requests} "
+                      "(arg_groups/memory_hook.py handle_gpu_memory_settings)")
+        graph = server.max_running_requests
     if server.cuda_graph_bs is None:  # a given list has set it (ServerArgs._graph_max_from_list)
-        put("cuda_graph_max_bs", graph, f"SGLang's decode graph limit on {where}")
+        put("cuda_graph_max_bs", graph, graph_why)
     chunk_v = vals.get("chunked_prefill_size", server.chunked_prefill_size)
     graph_v = vals.get("cuda_graph_max_bs", server.cuda_graph_max_bs)
     mfs = mem_fraction_static_of(server, hw, chunked_prefill_size=chunk_v, cuda_graph_max_bs=graph_v)

@@ -96,6 +96,13 @@ def test_the_file_wins_and_a_given_running_limit_caps_the_graph(tmp_path):
     assert sc.server.chunked_prefill_size == 1024 and sc.server.max_running_requests == 32
     assert sc.server.cuda_graph_max_bs == 32  # SGLang cuts a default graph size to the limit
     assert "chunked_prefill_size" not in {r.key for r in sc._resolved_defaults}
+    # the printed reason says the limit cut it: "SGLang's decode graph limit on H200" alone read as
+    # H200's own limit being 32 (it is 256; arg_groups/memory_hook.py handle_gpu_memory_settings)
+    why = next(r.why for r in sc._resolved_defaults if r.key == "cuda_graph_max_bs")
+    assert "is 256, lowered to the given max_running_requests 32" in why, why
+    high = load_scenario(_scenario(tmp_path, "llama-3.1-8b", "H200", 1, "max_running_requests: 1000"))
+    why = next(r.why for r in high._resolved_defaults if r.key == "cuda_graph_max_bs")
+    assert high.server.cuda_graph_max_bs == 256 and "lowered" not in why, why
 
 
 def test_set_overrides_resolve_after_they_apply(tmp_path):
