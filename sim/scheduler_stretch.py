@@ -172,7 +172,10 @@ class Stretch:
                     self._release_prefix(reqs[i])
         ratio = self.ratio
         for _ in range(n):   # one decay per pass without retraction
-            if ratio.value <= ratio.floor:
+            if ratio.value == ratio.floor:
+                # at the floor the rest change nothing; below it (a retraction's estimate, 0 after
+                # an out-of-memory abort emptied the batch) the next pass lifts it to the floor, as
+                # 0.5.23 NewTokenRatioTracker.decay_step takes max(ratio - decay, min_new_token_ratio)
                 break
             ratio.on_decode_step()
         self.num_delayed_passes += run.delayed_passes(n)

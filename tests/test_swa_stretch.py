@@ -92,6 +92,18 @@ def _swa_state(s) -> tuple:
          lens=[(1, 1), (1, 1), (1, 136), (1, 1), (1, 1), (1, 1), (26, 113), (103, 74), (1, 1), (1, 1)],
          arrive=[0, 0, 11, 0, 0, 0, 11, 11, 0, 0, 0, 0, 0, 0, 0, 0], frac=0.0, max_iters=1,
          stop_at_finish=False, seed=0)
+# an SWA pool of 266 under one running slot: request 2 (265 + 3 tokens) is aborted out of memory at
+# its first decode, which leaves new_token_ratio at 0 (the retraction estimate of an empty batch);
+# the next decode pass lifts it to the floor 0.098 (max(ratio - decay, floor)), where the stretch
+# stopped decaying at once ("at or below the floor") and kept 0
+@example(server={"max_running_requests": 1, "max_total_num_tokens": 2913, "chunked_prefill_size": -1,
+                 "max_prefill_tokens": 512, "speculative_algorithm": "none", "speculative_num_draft_tokens": 2,
+                 "admission_delay": "none", "enable_overlap_schedule": True, "sglang_semantics": "0.5.23",
+                 "semantics_rules": {}, "page_size": 1, "sliding_window_size": 1,
+                 "swa_full_tokens_ratio": 0.09132822517610734, "swa_eviction_interval": 1,
+                 "disable_radix_cache": True},
+         lens=[(1, 1), (1, 2), (265, 3)], arrive=[0, 1] + [0] * 14, frac=0.0, max_iters=1,
+         stop_at_finish=False, seed=0)
 def test_inv7_swa_decode_stretch_gives_the_step_by_step_passes(server, lens, arrive, frac, max_iters,
                                                                stop_at_finish, seed):
     sc = _scenario(server, seed=seed)
