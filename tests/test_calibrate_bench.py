@@ -1501,7 +1501,12 @@ def test_a_fit_case_accepts_what_its_line_measured_not_what_the_template_says(tm
     simulated runs (the fit's seed mean) accept the line's measured accept length (SGLang's
     avg_spec_accept_length, verify-weighted): left at the template's, the gap went into the
     decode factor (docs/measurements/h100-v55-spec-holdout: +13.6 % at the knee's median TTFT)."""
-    from specsched.analysis.calibrate_bench import PIN_TOLERANCE, cases_from_runs, pin_acceptance, predict
+    from specsched.analysis.calibrate_bench import (
+        PIN_TOLERANCE,
+        cases_from_runs,
+        pin_acceptance,
+        predict,
+    )
 
     line = _spec_line(2.6)
     line["accept_length"] = measured
