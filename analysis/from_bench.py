@@ -1699,7 +1699,15 @@ def scenario_from_bench(run: BenchRun, profile: str, *, name: str | None = None,
                              f"did not measure it: the prediction accepts {used:g} (state the real drafter with "
                              f"{state_with})")
             else:
-                notes.append(f"acceptance: mean accept length {acc:.3f} from the line{since}")
+                from specsched.analysis.accept_spread import acceptance_from_chunks
+
+                # a detailed line says how the requests differ too (their streamed chunks)
+                spread = acceptance_from_chunks(run, acc, window)
+                if spread is not None:
+                    sc["acceptance"], said = spread
+                    notes.append(said)
+                else:
+                    notes.append(f"acceptance: mean accept length {acc:.3f} from the line{since}")
     if acc is None and spec and not template and not acceptance and _prefill_only(run):
         sc["acceptance"] = {"mean_accept_length": 1.0}
         notes.append("acceptance: the line states no accept length and none of its requests generated past its "
