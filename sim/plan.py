@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 import numpy as np
+from specsched.sim.frozen_slots import become, writable_twin
 
 
 class ForwardMode(StrEnum):
@@ -75,13 +76,8 @@ class BatchPlan:
                  prefix_lens: tuple[int, ...], num_extend: int = 0, chunked_rid: int | None = None,
                  new_rids: tuple[int, ...] = (), spec_window: int = 1, committed_before: tuple[int, ...] = (),
                  max_new_tokens: tuple[int, ...] = (), resync_rids: tuple[int, ...] = ()) -> None:
-        # the fields written as a writable twin of the same slots (_PlanFields), then the
-        # object turned back into a BatchPlan: plain slot stores, where the frozen class's
-        # __setattr__ raises and its descriptors' __set__ (the earlier way) or
-        # object.__setattr__ (the generated __init__) cost a C call per field, about twice
-        # the time of the whole constructor (two plans a Poisson request; docs/performance.md).
-        # Still frozen once built: assignment raises.
-        _become(self, "__class__", _PlanFields)
+        # one C call for the fields, not one a field (sim/frozen_slots.py); frozen once built
+        become(self, "__class__", _PlanFields)
         self.step = step
         self.mode = mode
         self.rids = rids
@@ -113,17 +109,7 @@ class BatchPlan:
 EXTEND, DECODE, VERIFY, MIXED = ForwardMode.EXTEND, ForwardMode.DECODE, ForwardMode.VERIFY, ForwardMode.MIXED
 
 
-class _PlanFields:
-    """:class:`BatchPlan`'s slots without its frozen ``__setattr__``: what a plan is while
-    ``BatchPlan.__init__`` writes its fields. The same slots on the same base, so the two
-    classes share one layout and an object may change from one to the other (CPython's
-    ``__class__`` assignment checks exactly that)."""
-
-    __slots__ = BatchPlan.__slots__
-
-
-_become = object.__setattr__
-"""Sets ``__class__`` past the frozen class's ``__setattr__`` (BatchPlan.__init__)."""
+_PlanFields = writable_twin(BatchPlan)
 
 
 def decode_plan(step: int, spec: bool, window: int, rids: list[int], prefix_lens: list[int],

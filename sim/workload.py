@@ -25,6 +25,7 @@ from specsched.sim import seed_streams
 from specsched.sim.bundled import scenario_data_path
 from specsched.sim.config import LengthDist, Scenario, WorkloadConfig
 from specsched.sim.errors import ConfigError, clipped
+from specsched.sim.frozen_slots import become, writable_twin
 from specsched.sim.input_files import is_input_file, read_input
 from specsched.sim.request import Req
 
@@ -63,11 +64,8 @@ class RequestSpec:
                  tokens: np.ndarray | None = None, priority: int | None = None, turn: int = 0, routing_key: str | None = None,
                  abort: str | None = None, truncated_input: int | None = None, tokenizer_reject: bool = False,
                  prefill_only: bool = False) -> None:
-        # written as the writable twin of its slots, then turned back into a RequestSpec, as
-        # BatchPlan.__init__ does (sim/plan.py): the generated frozen __init__ calls
-        # object.__setattr__ per field, ~1.3 us a request (1.5 % of a 10k-request run's CPU,
-        # docs/performance.md). Still frozen once built: assignment raises.
-        _become(self, "__class__", _SpecFields)
+        # one C call for the fields, not one a field (sim/frozen_slots.py); frozen once built
+        become(self, "__class__", _SpecFields)
         self.index = index
         self.input_len = input_len
         self.output_len = output_len
@@ -94,15 +92,7 @@ class RequestSpec:
         return (self.input_len if self.truncated_input is None else self.truncated_input), out
 
 
-class _SpecFields:
-    """:class:`RequestSpec`'s slots without its frozen ``__setattr__``: what a spec is while
-    its ``__init__`` writes its fields (the same layout: see sim/plan.py ``_PlanFields``)."""
-
-    __slots__ = RequestSpec.__slots__
-
-
-_become = object.__setattr__
-"""Sets ``__class__`` past the frozen class's ``__setattr__`` (RequestSpec.__init__)."""
+_SpecFields = writable_twin(RequestSpec)
 
 
 def scheduler_request(spec: RequestSpec, ignore_eos: bool) -> Req:
