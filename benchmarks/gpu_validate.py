@@ -94,7 +94,8 @@ FIRST_ROUND = {"poisson-spec": 18, "window8-highacc": 18, "sharegpt-lengths": 18
                "priority-preempt": 45, "eagle-chain": 45,
                "shared-prefix": 46,
                "multi-turn": 48,
-               "very-long-context": 51}
+               "very-long-context": 51,
+               "closed-loop-crossover": 56}
 """The round that first measured each cell added after round 17 (an out-of-sample check of the
 profiler and the simulator: each was predicted before it ever ran). The summary counts each
 round's new cells apart from every other cell."""

@@ -1,4 +1,5 @@
-"""Measure one scenario with the runtime at several request rates, seeds and repeats.
+"""Measure one scenario with the runtime at several request rates (or client concurrencies),
+seeds and repeats.
 
 The data a hold-out check of ``specsched calibrate --from`` needs (docs/real-servers.md):
 a Poisson rate sweep, several draws of the arrivals (seeds) and repeats of the same draw (the
@@ -10,11 +11,15 @@ each run met.
         --rates 4,8,16,32,48,64 --seeds 1,2 --repeats 2 --set workload.num_requests=128 \\
         --out OUT/sweep [--deadline-s 540]
 
+A closed-loop sweep as bench_serving runs one (``--request-rate inf --max-concurrency C``)
+takes ``--concurrencies 2,4,8,...`` instead of ``--rates``; the requests stay the scenario's
+(set ``workload.num_requests`` once for the sweep), so one engine serves every concurrency.
+
 One engine per seed (the seed decides the model's weights, the lengths and the arrivals);
 its model, pool and graphs are reused across rates and repeats (``RuntimeEngine.set_scenario``),
 each run after the engine's unmeasured pass. Repeats go round the whole rate list, so a drift
 of the device over the call shows as a difference between repeats, not between rates.
-Writes ``OUT/runs/rate<R>-seed<S>-rep<K>/`` (results directories, also packed into
+Writes ``OUT/runs/rate<R>-seed<S>-rep<K>/`` (``conc<C>-...`` in a concurrency sweep; results directories, also packed into
 ``OUT/results.tar.gz``), ``OUT/sweep.csv`` (rate, seed, repeat and the headline metrics of
 every run) and ``OUT/bench_serving/`` (each run's bench_serving line, one file a run, for
 ``benchmarks/calibrate_holdout.py``) and ``OUT/sweep.log`` (everything printed). Each run's
@@ -34,6 +39,7 @@ import sys
 import tarfile
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 from specsched.analysis.io import atomic_write, atomic_write_text
@@ -42,7 +48,7 @@ from specsched.sim.bench_serving import bench_line
 from specsched.sim.cli_types import positive_int
 from specsched.sim.errors import MissingDependency, require
 
-COLUMNS = ("rate", "seed", "repeat", "median_ttft_ms", "p90_ttft_ms", "median_itl_ms", "mean_tpot_ms",
+COLUMNS = ("rate", "max_concurrency", "seed", "repeat", "median_ttft_ms", "p90_ttft_ms", "median_itl_ms", "mean_tpot_ms",
            "output_throughput", "duration")
 
 
@@ -52,6 +58,23 @@ def _floats(text: str) -> list[float]:
 
 def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    """One load of a sweep: a Poisson request rate (req/s) or, at ``--request-rate inf``, a
+    client concurrency; ``overrides`` are the scenario keys that set it."""
+    name: str
+    overrides: tuple[str, ...]
+    max_concurrency: int | None = None
+
+
+def load_points(rates: str | None, concurrencies: str | None) -> list[LoadPoint]:
+    """The sweep's loads from ``--rates`` or ``--concurrencies`` (comma-separated)."""
+    if concurrencies is not None:
+        return [LoadPoint(f"conc{c}", ("workload.request_rate=.inf", f"workload.max_concurrency={c}"), c)
+                for c in _ints(concurrencies)]
+    return [LoadPoint(f"rate{r:g}", (f"workload.request_rate={r:g}",)) for r in _floats(rates or "")]
 
 
 def write_sweep_csv(path: Path, rows: list[dict]) -> None:
@@ -92,7 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("scenario")
     ap.add_argument("--arm", default="base")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="scenario override (repeatable)")
-    ap.add_argument("--rates", required=True, help="request rates, req/s, comma-separated")
+    load = ap.add_mutually_exclusive_group(required=True)
+    load.add_argument("--rates", help="request rates, req/s, comma-separated")
+    load.add_argument("--concurrencies", help="client concurrencies (bench_serving --max-concurrency at "
+                                              "--request-rate inf), comma-separated")
     ap.add_argument("--seeds", default="1", help="seeds, comma-separated (default 1)")
     ap.add_argument("--repeats", type=positive_int, default=1, help="runs of each rate and seed (default 1)")
     ap.add_argument("--device", default=None)
@@ -108,9 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     from specsched.sim.results import write_results
 
     t0 = time.perf_counter()
-    rates, seeds = _floats(a.rates), _ints(a.seeds)
+    seeds = _ints(a.seeds)
     base = parse_overrides(a.set)
-    scenarios = {r: load_scenario_with_overrides(a.scenario, a.arm, [*a.set, f"workload.request_rate={r:g}"]) for r in rates}
+    points = load_points(a.rates, a.concurrencies)
+    scenarios = {p: load_scenario_with_overrides(a.scenario, a.arm, [*a.set, *p.overrides]) for p in points}
     runs_dir, lines_dir = a.out / "runs", a.out / "bench_serving"
     runs_dir.mkdir(parents=True, exist_ok=True)
     lines_dir.mkdir(parents=True, exist_ok=True)
@@ -123,13 +150,13 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list[dict] = []
     failures: list[str] = []
-    say(f"scenario {a.scenario} arm {a.arm}, overrides {base or 'none'}; rates {rates}, seeds {seeds}, "
-          f"{a.repeats} repeat(s)")
+    say(f"scenario {a.scenario} arm {a.arm}, overrides {base or 'none'}; {', '.join(p.name for p in points)}, "
+          f"seeds {seeds}, {a.repeats} repeat(s)")
     for seed in seeds:
         eng = None
         for rep in range(1, a.repeats + 1):
-            for r in rates:
-                name = f"rate{r:g}-seed{seed}-rep{rep}"
+            for r in points:
+                name = f"{r.name}-seed{seed}-rep{rep}"
                 if a.deadline_s is not None and time.perf_counter() - t0 > a.deadline_s:
                     say(f"skipped {name} (deadline)")
                     continue
@@ -149,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
                 write_launch_probe(eng, res, runs_dir / name)
                 atomic_write_text(lines_dir / f"{name}.jsonl", bench_line(res) + "\n")
                 s = res.summary
-                rows.append({"rate": r, "seed": seed, "repeat": rep, **{k: s.get(k) for k in COLUMNS[3:]}})
+                rows.append({"rate": scenarios[r].workload.request_rate, "max_concurrency": r.max_concurrency,
+                             "seed": seed, "repeat": rep, **{k: s.get(k) for k in COLUMNS[4:]}})
                 write_sweep_csv(a.out / "sweep.csv", rows)
                 say(f"{name:<24} {time.perf_counter() - t:5.1f} s  median TTFT {s['median_ttft_ms']:8.2f} ms  "
                       f"median ITL {s['median_itl_ms']:.3f} ms  {s['output_throughput']:8.0f} tok/s")

@@ -245,6 +245,11 @@ def served_for(scenario: Scenario, seed: int) -> tuple[list, list[tuple[int, int
                            scenario_hardware(scenario), seed)
 
 
+# workload fields that only time the client's sends (bench_serving's --request-rate and
+# --max-concurrency): an engine's model, pool, rows and graphs do not depend on them
+_SEND_TIMING = {"request_rate": None, "max_concurrency": None}
+
+
 def _served_key(specs: list) -> list:
     """What a served request list fixes for an engine: every field but the prompt's token
     ids (a function of the workload, compared apart) and the send time (the clients')."""
@@ -463,10 +468,11 @@ class RuntimeEngine(LoopHost):
     def accepts(self, scenario: Scenario) -> bool:
         """Whether :meth:`set_scenario` can take ``scenario``: the same window, running
         slots, KV pool (max_total_num_tokens bounds the device pool), captured graph batch
-        sizes and extend buckets, drafter and workload (the request rate may differ), and
-        the same requests as the server runs them (an arm's ``context_length`` or
-        ``allow_auto_truncate`` cuts other outputs), i.e. what sizes the model, the KV pool,
-        the request rows and the captured graphs."""
+        sizes and extend buckets, drafter and workload (the request rate and the client's
+        max_concurrency may differ: both only time the sends), and the same requests as the
+        server runs them (an arm's ``context_length`` or ``allow_auto_truncate`` cuts other
+        outputs), i.e. what sizes the model, the KV pool, the request rows and the captured
+        graphs."""
         a, b = self.scenario, scenario
         if not (a.server.spec_window == b.server.spec_window
                 and a.server.max_running_requests == b.server.max_running_requests
@@ -475,8 +481,7 @@ class RuntimeEngine(LoopHost):
                 and a.server.graph_batch_sizes == b.server.graph_batch_sizes
                 and a.server.prefill_graph_tokens == b.server.prefill_graph_tokens
                 and a.server.speculative_algorithm == b.server.speculative_algorithm
-                and a.workload.model_copy(update={"request_rate": None})
-                == b.workload.model_copy(update={"request_rate": None})):
+                and a.workload.model_copy(update=_SEND_TIMING) == b.workload.model_copy(update=_SEND_TIMING)):
             return False
         try:
             specs, _ = served_for(scenario, self.seed)
@@ -485,7 +490,8 @@ class RuntimeEngine(LoopHost):
         return _served_key(specs) == _served_key(self.specs)
 
     def set_scenario(self, scenario: Scenario) -> None:
-        """Measure another arm (or request rate) with the same model, KV pool and graphs.
+        """Measure another arm (or request rate, or client concurrency) with the same model,
+        KV pool and graphs.
 
         Raises:
             ConfigError: a scenario the runtime does not run (:func:`check_runnable`),
@@ -496,7 +502,7 @@ class RuntimeEngine(LoopHost):
         check_runnable(scenario)
         if not self.accepts(scenario):
             raise ValueError("set_scenario needs the same window, slots, KV pool, graph batch sizes, workload and "
-                             "served requests (the request rate may differ); build a new engine")
+                             "served requests (the request rate and max_concurrency may differ); build a new engine")
         self.scenario, self.server = scenario, scenario.server
 
     # ------------------------------------------------------------------ state

@@ -4,6 +4,7 @@ one side of the split; a CPU sweep's lines carry send times and the hold-out rep
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from hypothesis import given, settings
@@ -70,6 +71,34 @@ def test_cpu_sweep_lines_have_send_times_and_the_holdout_replays_them(tmp_path, 
     # mean ITL is reported, never the verdict's worst figure nor fitted
     verdict = next(line for line in text.splitlines() if line.startswith(("Worst held-out", "Worst")))
     assert "mean_itl_ms" not in verdict
+
+
+def test_a_concurrency_sweep_runs_on_one_engine_and_its_lines_order_by_concurrency(tmp_path, monkeypatch):
+    """measure_sweep --concurrencies: bench_serving's closed loop (--request-rate inf
+    --max-concurrency C) at each C, one engine for all of them; the hold-out orders the lines by
+    concurrency."""
+    from specsched.runtime import engine as runtime_engine
+
+    built = []
+    real = runtime_engine.RuntimeEngine.__init__
+
+    def counting(self, *args, **kwargs):
+        built.append(1)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(runtime_engine.RuntimeEngine, "__init__", counting)
+    sweep = load_benchmark("measure_sweep")
+    out = tmp_path / "sweep"
+    assert sweep.main(["scenarios/h200/poisson-nospec.yaml", "--device", "cpu", "--preset", "tiny",
+                       "--concurrencies", "1,3", "--set", "workload.num_requests=4",
+                       "--set", "workload.output_len.value=3", "--set", "workload.input_len.value=64",
+                       "--out", str(out)]) == 0
+    assert len(built) == 1
+    runs = [parse_run(json.loads(p.read_text()), p.name) for p in sorted((out / "bench_serving").glob("*.jsonl"))]
+    assert [r.args.get("max_concurrency") for r in runs] == [1, 3]
+    assert sorted(holdout.load_key(r) for r in runs) == [(math.inf, 1.0), (math.inf, 3.0)]
+    rows = (out / "sweep.csv").read_text().splitlines()
+    assert rows[0].startswith("rate,max_concurrency,") and [r.split(",")[1] for r in rows[1:]] == ["1", "3"]
 
 
 def test_bench_from_measured_writes_send_times_and_drops_what_it_is_told(tmp_path):

@@ -105,6 +105,8 @@ TINY = {
                    "workload.multi_turn.num_conversations": 3, "workload.multi_turn.num_turns": 3,
                    "workload.multi_turn.system_prompt_len": 32, "workload.multi_turn.first_prompt_len.value": 24,
                    "workload.multi_turn.user_len.value": 16},
+    # a closed loop swept over the client's concurrency, speculation on and off (nospec)
+    "closed-loop-crossover": {**SMALL, "workload.num_requests": 6, "workload.max_concurrency": 3},
 }
 PLAN_COLS = ["mode", "part", "batch_size", "num_extend_tokens", "accepted_tokens", "decoding_reqs"]
 
@@ -173,6 +175,20 @@ def test_cell_runs_in_both_engines(cell: str) -> None:
             delayed = measured.summary["num_delayed_passes"]
             assert (delayed > 0) == (a == "base") and (simulated.summary["num_delayed_passes"] > 0) == (a == "base")
             assert (measured.steps["num_extend_tokens"] == 64).sum() >= 2 * n
+
+
+def test_the_engine_accepts_another_client_concurrency_but_not_other_requests():
+    """RuntimeEngine.accepts: bench_serving's --max-concurrency only times the sends, so a
+    concurrency sweep reuses one engine (benchmarks/measure_sweep.py --concurrencies); other
+    requests need a new one."""
+    from specsched.analysis.overrides import load_scenario_with_overrides as load
+
+    path = CELLS / "conc24-short.yaml"
+    tiny = TINY["conc24-short"]
+    eng = RuntimeEngine(load(path, "base", tiny), preset="tiny", device="cpu", warmup=False)
+    assert eng.accepts(load(path, "base", {**tiny, "workload.max_concurrency": 1}))
+    assert not eng.accepts(load(path, "base", {**tiny, "workload.num_requests": 4}))
+    assert not eng.accepts(load(path, "base", {**tiny, "workload.output_len.value": 9}))
 
 
 def test_the_engine_accepts_another_rate_but_not_another_window():
