@@ -430,7 +430,9 @@ FILE_NOTE_KEYS = ("workload.request_rate", "workload.concurrency", "workload.max
 """Keys a scenario file (or its arm) sets that :func:`unread_in_file` names when the run does
 not read them: the arrival keys of another workload kind, priorities without priority
 scheduling. The server keys a file states for completeness (a sync mode on a plain-decoding
-cell) are left unsaid."""
+cell) are left unsaid. The file's ``acceptance`` block is named too (:func:`unread_in_file`):
+it is a measurement the file states for this run, and a file that gives one but leaves
+``server.speculative_algorithm`` at none ran without speculation, without a word."""
 
 
 def unread_in_file(scenario: Any, given: Iterable[str] = ()) -> list[str]:
@@ -441,6 +443,9 @@ def unread_in_file(scenario: Any, given: Iterable[str] = ()) -> list[str]:
     given = set(given)
     keys = [k for k in FILE_NOTE_KEYS if k.split(".", 1)[1] in scenario.workload.model_fields_set
             and k not in given and not any(g.startswith(k + ".") for g in given)]   # --set key.sub: its own note
+    if ("acceptance" in scenario.model_fields_set and "acceptance" not in given
+            and not any(g.startswith("acceptance.") for g in given)):
+        keys.append("acceptance")
     where = scenario.path or "<scenario>"
     return [n.replace("note: ", f"note: {where}: ", 1) for n in unread_overrides(scenario, keys)]
 

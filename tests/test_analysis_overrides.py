@@ -441,3 +441,29 @@ def test_every_key_the_schema_lists_can_be_named_by_an_override():
         except ConfigError:
             refused.append(name)
     assert refused == ["name", "arms"]
+
+
+def test_a_files_acceptance_without_speculation_gets_the_note(tmp_path, capsys, monkeypatch):
+    """A file that states an acceptance block but leaves
+    server.speculative_algorithm at none ran without speculation, without a word; the note
+    names the file and the block. A file that turns speculation on gets none, and an
+    acceptance key given with --set keeps its own note (not a second one for the file)."""
+    from specsched.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    body = ("name: a\nprofile: h200-1b\nserver: {max_running_requests: 4}\n"
+            "acceptance: {mean_accept_length: 2.5}\nworkload:\n  kind: burst\n  num_requests: 2\n"
+            "  input_len: {kind: fixed, value: 16}\n  output_len: {kind: fixed, value: 4}\n")
+    (tmp_path / "a.yaml").write_text(body)
+    assert main(["run", "a.yaml", "--out", "o1"]) == 0
+    err = capsys.readouterr().err
+    assert "note: a.yaml: acceptance changes nothing in this run" in err
+    assert "speculative_algorithm is none" in err
+    assert main(["run", "a.yaml", "--set", "acceptance.mean_accept_length=2", "--out", "o2"]) == 0
+    err = capsys.readouterr().err
+    assert "note: acceptance.mean_accept_length changes nothing in this run" in err
+    assert "note: a.yaml: acceptance" not in err
+    (tmp_path / "e.yaml").write_text(body.replace("{max_running_requests: 4}",
+                                                  "{speculative_algorithm: dspark, speculative_num_draft_tokens: 6}"))
+    assert main(["run", "e.yaml", "--out", "o3"]) == 0
+    assert "changes nothing" not in capsys.readouterr().err
