@@ -417,27 +417,35 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
     if hcol not in names:
         hcol = None
     chk.unread_hash_ids = hcol is None and "hash_ids" in names
+    wanted = {*cols, *([hcol] if hcol else [])}
+    # one column past the header's: a row with a field too many puts it there (pandas, reading only
+    # the wanted columns, dropped it without a word, and a field inserted before the last shifted
+    # the lengths). Every column is parsed, a block at a time, and the unwanted ones dropped:
+    # pandas refuses `usecols` with more names than a file's rows have fields
+    extra = len(set(names)) == len(names)
+    layout = (dict(header=None, skiprows=1, names=[*names, _EXTRA]) if extra else
+              dict(usecols=lambda c: str(c).strip() in wanted))
     first_line = 2
     try:
         # only an empty cell is missing: pandas would read "nan", "NA", "null" as one too, and the
         # error would show the cell as <empty>
         # names matched stripped, as the header check above matches them ("TIMESTAMP , ContextTokens")
-        wanted = {*cols, *([hcol] if hcol else [])}
         # read as text (decompressed, decoded) once more from the start: a pipe's bytes are kept
         with open_text(p, TRACE_FILE, newline="", encoding="utf-8-sig") as f:
             f = _TailTracked(f)
             # index_col=False: rows ending in a separator the header lacks ("...,374,44,") made
             # pandas take each row's first field for an index and shift every column by one
-            reader = pd.read_csv(f, usecols=lambda c: str(c).strip() in wanted, chunksize=CSV_BLOCK_ROWS, dtype=str,
-                                 index_col=False,
+            reader = pd.read_csv(f, chunksize=CSV_BLOCK_ROWS, dtype=str, index_col=False, **layout,
                                  keep_default_na=False, na_values=[""],
                                  skip_blank_lines=False, skipinitialspace=True, sep=sep)
             for block in reader:
+                if extra:
+                    block = block[[c for c in block.columns if c in wanted or c == _EXTRA]]
                 block.columns = [str(c).strip() for c in block.columns]
                 lines = np.arange(first_line, first_line + len(block))
                 first_line += len(block)
                 try:
-                    _csv_block(block, lines, p, cols, hcol, block_size, sep, unit, limit, chk)
+                    _csv_block(block, lines, p, cols, hcol, block_size, sep, unit, limit, chk, names)
                 except ConfigError as e:
                     raise _said_cut(e, f, reader, p, first_line - 1) from None
                 if limit is not None and chk.n >= limit:
@@ -451,7 +459,22 @@ def _read_csv(p: Path, cols: tuple[str, str, str], unit: str, limit: int | None,
     except ConfigError:
         raise
     except (pd.errors.ParserError, ValueError) as e:
+        m = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(e))
+        if m is not None and extra:   # two fields or more past the header's
+            raise _too_many(p, int(m[2]), names, f"{m[3]} fields") from None
         raise ConfigError(str(p), "<file>", p.name, f"not a readable CSV ({str(e).splitlines()[0]})") from None
+
+
+def _too_many(p: Path, line: int, names: list[str], value: object) -> ConfigError:
+    """The refusal of a CSV trace's row with more fields than its header names."""
+    return ConfigError(f"{p}:{line}", f"<field {len(names) + 1}>", value,
+                       f"a row has the header's {len(names)} fields ({', '.join(names)}); this one has more, and "
+                       "which of its fields is the extra one cannot be told: remove it, or name its column in the header")
+
+
+_EXTRA = "\x00past the header"
+"""The name :func:`_read_csv` gives a CSV trace's column past its header's last: a row's field
+there is refused (:func:`_csv_block`)."""
 
 
 def _said_cut(e: ConfigError, f: _TailTracked, reader: Any, p: Path, last_line: int) -> ConfigError:
@@ -470,17 +493,24 @@ def _said_cut(e: ConfigError, f: _TailTracked, reader: Any, p: Path, last_line: 
 
 
 def _csv_block(block: Any, lines: np.ndarray, p: Path, cols: tuple[str, str, str], hcol: str | None, block_size: int,
-               sep: str, unit: str, limit: int | None, chk: _Checker) -> None:
+               sep: str, unit: str, limit: int | None, chk: _Checker, names: list[str]) -> None:
     """Check and add one block of a CSV trace's rows (``lines``: their line numbers) to ``chk``.
 
     Raises:
-        ConfigError: a row's cell that is not a number, timestamp or block id list.
+        ConfigError: a row's cell that is not a number, timestamp or block id list; a row with a
+            non-empty field past the header's ``names`` (:data:`_EXTRA`).
     """
     blank = block.isna().all(axis=1).to_numpy()
     if blank.any():   # a blank line (an editor's trailing one, a spreadsheet's CRLF at the end): no request
         block, lines = block[~blank], lines[~blank]
     if limit is not None and chk.n + len(block) > limit:
         block, lines = block.iloc[: limit - chk.n], lines[: limit - chk.n]
+    if _EXTRA in block:
+        over = block[_EXTRA].notna().to_numpy()
+        if over.any():   # an empty one is a separator ending the row ("...,374,44,"): read as before
+            k = int(over.argmax())
+            raise _too_many(p, int(lines[k]), names, clipped(block[_EXTRA].iloc[k], 40))
+        block = block.drop(columns=_EXTRA)
     ins = _numbers(block[cols[1]], str(p), cols[1], lines)
     if hcol:
         for v, n, line in zip(block[hcol].tolist(), ins.tolist(), lines.tolist(), strict=True):

@@ -498,6 +498,29 @@ def test_rows_ending_in_a_delimiter_keep_their_columns(tmp_path, text, layout):
     assert tr.output_len.tolist() == [44, 109]
 
 
+@pytest.mark.parametrize("row, value", [("2023-11-16 18:15:47.1805900,396,109,7", "7"),
+                                        ("2023-11-16 18:15:47.1805900,396,7,109", "109"),
+                                        ("2023-11-16 18:15:47.1805900,396,109,7,8", "5 fields")])
+def test_a_row_with_a_field_past_the_header_is_refused_naming_it(tmp_path, capsys, monkeypatch, row, value):
+    """A row with one non-empty field more than the header: pandas dropped the last field without
+    a word, so a field inserted before the last replayed the wrong output length (7 for 109).
+    The trace rules refuse a row that cannot be read as written: one line naming the file, the
+    line, the field and its value, exit 2, nothing written. An empty field there (a separator
+    ending every row) is still read (test above)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.csv").write_text(f"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n{row}\n")
+    with pytest.raises(ConfigError) as e:
+        load_trace(TraceConfig(path=str(tmp_path / "t.csv"), layout="azure"))
+    assert e.value.file.endswith("t.csv:3") and e.value.key == "<field 4>" and e.value.value == value
+    y = tmp_path / "s.yaml"
+    y.write_text(yaml.safe_dump({"name": "s", "profile": "h200-llama8b-roofline",
+                                 "workload": {"kind": "trace", "trace": {"path": "t.csv", "layout": "azure"}}}))
+    assert main(["run", str(y), "--out", "out", "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "t.csv:3: <field 4>" in err[0] and "header's 3 fields" in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
 def test_sort_replays_an_unsorted_trace_in_time_order(tmp_path):
     """A log written as requests finish (a gateway's access log) is not in arrival order: it
     was refused with no way to replay it but sorting the file by hand. ``sort: true``
