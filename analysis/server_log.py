@@ -248,7 +248,7 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
         with open_text(p, "an SGLang server log", errors="replace", newline="\n") as f:
             # each logged line once, out of a container runtime's records (Docker json-file,
             # CRI), its pieces joined, holes' NULs and colours dropped: sim/log_lines.py
-            for i, raw, ended in log_lines(f):
+            for i, raw, ended, wrapped_at in log_lines(f):
                 if "server_args=" in raw or "max_total_num_tokens=" in raw:
                     launch.take(raw)
                 if rows and (not starts or starts[-1] != len(rows)) and SGLANG_STARTUP.search(raw):
@@ -264,6 +264,10 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
                 if "\x00" in raw:
                     raise ConfigError(f"{p}:{i}", "<line>", "binary data", "an SGLang server log is text")
                 row = parse_line(raw, i)
+                if row is not None and row["time"] is None and wrapped_at is not None:
+                    # no stamp in the text (a JSON formatter's record holds the message alone):
+                    # the time its wrapper gave it
+                    row["time"] = wrapped_at
                 if row is not None and not ended:
                     # SGLang's logger ends every record with a newline (logging's StreamHandler),
                     # so the last line without one was cut (a log copied while the server wrote
@@ -438,7 +442,7 @@ def is_server_log(path: str | Path) -> bool:
         return False
     try:
         with open_text(p, "a benchmark result or an SGLang server log", errors="replace", newline="\n") as f:
-            for _, raw, _ in log_lines(f):
+            for _, raw, _, _ in log_lines(f):
                 text = raw.lstrip(" \t")
                 if _json_start(text):
                     return False
@@ -460,7 +464,7 @@ def printed_report_line(path: str | Path) -> int | None:
     p = input_path(path)
     try:
         with open_text(p, "an SGLang server log", errors="replace", newline="\n") as f:
-            return next((i for i, text, _ in log_lines(f) if REPORT_TITLE in text), None)
+            return next((i for i, text, *_ in log_lines(f) if REPORT_TITLE in text), None)
     except (ConfigError, *READ_ERRORS):
         return None
 

@@ -28,6 +28,10 @@ A server's log reaches a user as the text its logger wrote, or wrapped by what r
   size list) or a journal with a smaller ``LineMax=`` logs it past the limit, and its second
   piece was not read: the arguments after the cut were lost, and the last one before it read
   cut (``chunked_prefill_size`` 81 of 8192).
+- A JSON logging formatter's records (``python-json-logger``, a shipper's re-encoding): the
+  logger's message alone under ``message``/``msg``/``log``, its time in a field of its own
+  (``asctime``, ``time``, ``timestamp``, ``@timestamp``, ``ts``, ``created``: ISO 8601, or
+  epoch seconds, ms, us or ns), not in the text: :attr:`LogLine.time` carries it.
 - A terminal's colours: ANSI SGR escapes (``ESC[32m`` ... ``ESC[0m``) left in a log captured
   with ``script`` or a coloured formatter.
 
@@ -42,6 +46,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from typing import NamedTuple
 
 from specsched.sim.server_log_kind import ANSI
@@ -50,6 +55,11 @@ LOG_TEXT_KEYS = ("log", "message", "msg", "MESSAGE")
 """Keys of a JSON log record's text: Docker's json-file driver's ``log``, the ``message``/
 ``msg`` of JSON logging formatters and log shippers, and journald's ``MESSAGE``
 (``journalctl -o json``)."""
+TIME_KEYS = ("asctime", "time", "timestamp", "@timestamp", "ts", "created", "__REALTIME_TIMESTAMP")
+"""Keys of a JSON log record's time, the first one a record has read: logging's ``asctime``
+(``2026-03-02 08:01:00,004``) and ``created`` (epoch seconds) as JSON formatters write them,
+Docker's ``time``, ``timestamp``/``@timestamp`` of shippers (Logstash, Vector, Fluent Bit),
+structured loggers' ``ts``, journald's ``__REALTIME_TIMESTAMP`` (epoch us)."""
 JOURNALD_LINE_MAX = 48 * 1024
 """journald's default ``LineMax=`` (journald.conf): a longer line is stored as records of this
 many bytes, the last one shorter (module docstring)."""
@@ -72,18 +82,52 @@ carry ``:``-separated extra flags)."""
 
 class LogLine(NamedTuple):
     """One logged line: ``line`` the file line its (first piece's) text is on, ``text`` the
-    logger's text without its line end, ``ended`` whether it had one (False: cut short)."""
+    logger's text without its line end, ``ended`` whether it had one (False: cut short),
+    ``time`` the time its wrapper gave it (a JSON record's :data:`TIME_KEYS` field, a CRI
+    line's time) as ``YYYY-MM-DD HH:MM:SS.ffffff`` (UTC where the wrapper said a zone or an epoch
+    time), None without one: a JSON formatter's record has its time there, not in the text."""
 
     line: int
     text: str
     ended: bool
+    time: str | None = None
 
 
-def json_record_text(raw: str) -> tuple[str, str | None] | None:
-    """``(text, stream)`` of a JSON log record (an object holding a string under one of
+def wrapper_time(value: object) -> str | None:
+    """A wrapper's time (:data:`TIME_KEYS`) as ``YYYY-MM-DD HH:MM:SS.ffffff``: ISO 8601 (a comma
+    before the fraction as logging's ``asctime`` writes it; a zone or ``Z`` put on UTC), or an
+    epoch number (a number or its text; seconds, or ms/us/ns told by its size); None for anything
+    else."""
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            value = float(text)
+        except ValueError:
+            try:
+                t = datetime.fromisoformat(re.sub(r"(:\d{2}),(\d)", r"\1.\2", text, count=1))
+            except ValueError:
+                return None
+            if t.tzinfo is not None:
+                t = t.astimezone(UTC).replace(tzinfo=None)
+            return t.strftime("%Y-%m-%d %H:%M:%S.%f")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e20:
+        return None
+    seconds = value / next((d for lim, d in ((1e17, 1e9), (1e14, 1e6), (1e11, 1e3)) if value >= lim), 1)
+    try:
+        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _record_time(obj: dict) -> str | None:
+    return next((t for k in TIME_KEYS if k in obj and (t := wrapper_time(obj[k])) is not None), None)
+
+
+def json_record_text(raw: str) -> tuple[str, str | None, str | None] | None:
+    """``(text, stream, time)`` of a JSON log record (an object holding a string under one of
     :data:`LOG_TEXT_KEYS`), or None for any other line (a benchmark's JSON result among them).
     ``stream`` is a Docker record's ``stream`` (its text may be a piece of a line), None for a
-    formatter's record (a whole line)."""
+    formatter's record (a whole line); ``time`` the record's own (:func:`wrapper_time`)."""
     s = raw.lstrip("\ufeff \t\x00")
     if not s.startswith("{") or len(s) >= _MAX_RECORD:
         return None
@@ -101,12 +145,12 @@ def json_record_text(raw: str) -> tuple[str, str | None] | None:
         # without --all is null: nothing to read
         whole = obj.get("_LINE_BREAK") != "line-max"
         where = f"journal:{obj.get('_HOSTNAME')}:{obj.get('SYSLOG_IDENTIFIER')}:{obj.get('_PID')}"
-        return (text if isinstance(text, str) else "") + ("\n" if whole else ""), where
+        return (text if isinstance(text, str) else "") + ("\n" if whole else ""), where, _record_time(obj)
     key = next((k for k in LOG_TEXT_KEYS if isinstance(obj.get(k), str)), None)
     if key is None:
         return None
     stream = obj.get("stream")
-    return obj[key], (stream if isinstance(stream, str) else "") if key == "log" else None
+    return obj[key], (stream if isinstance(stream, str) else "") if key == "log" else None, _record_time(obj)
 
 
 def _clean(text: str) -> str:
@@ -121,15 +165,17 @@ def log_lines(f: Iterable[str]) -> Iterator[LogLine]:
     shell's ``>`` leaves the writer at its old offset, so the next line follows a run of NULs;
     a crash can leave NULs after the last line). A piece whose line never ends (the file
     stops) is given at the end, cut (``ended`` False)."""
-    pending: dict[tuple[str, ...], tuple[int, list[str]]] = {}   # (wrapper, stream) -> first line, pieces
+    # (wrapper, stream) -> first line, pieces, the first piece's time
+    pending: dict[tuple[str, ...], tuple[int, list[str], str | None]] = {}
     for i, raw in enumerate(f, start=1):
         ended = raw.endswith("\n")
         body = (raw[:-1] if ended else raw).removesuffix("\r").strip("\x00").lstrip("\ufeff")
         rec = json_record_text(body) if "{" in body[:4] else None
+        when = None
         if rec is not None:
-            text, stream = rec
+            text, stream, when = rec
             if stream is None:   # a formatter's record: a whole line
-                yield LogLine(i, _clean(text.removesuffix("\n")), ended)
+                yield LogLine(i, _clean(text.removesuffix("\n")), ended, when)
                 continue
             key = ("json", stream)
             whole = text.endswith("\n")
@@ -140,6 +186,7 @@ def log_lines(f: Iterable[str]) -> Iterator[LogLine]:
                 key = ("cri", m["stream"])
                 whole = m["tag"] == "F"
                 text = m["text"]
+                when = wrapper_time(m["time"])
             else:
                 # a journal record (journalctl's short formats, or -o cat's bare text) cut at
                 # journald's LineMax: only a line that long, or one after such a piece, is looked at
@@ -155,14 +202,14 @@ def log_lines(f: Iterable[str]) -> Iterator[LogLine]:
                 whole = not cut
                 if key not in pending and j is not None:
                     text = j["head"] + text   # the joined line keeps its first record's prefix
-        first, pieces = pending.pop(key, (i, []))
+        first, pieces, when = pending.pop(key, (i, [], when))
         pieces.append(text)
         if whole or not ended:   # the line's last piece, or the file stops in it
-            yield LogLine(first, _clean("".join(pieces)), whole and ended)
+            yield LogLine(first, _clean("".join(pieces)), whole and ended, when)
         else:   # a piece: the line goes on in the stream's next record
-            pending[key] = (first, pieces)
-    for first, pieces in sorted(pending.values()):
-        yield LogLine(first, _clean("".join(pieces)), False)
+            pending[key] = (first, pieces, when)
+    for first, pieces, when in sorted(pending.values(), key=lambda v: v[0]):
+        yield LogLine(first, _clean("".join(pieces)), False, when)
 
 
 _STAMPED = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2}) ")
@@ -179,7 +226,7 @@ def unwrapped_text(text: str) -> str | None:
     lines = text.split("\n")
     first = next((x for x in lines if x.strip()), "")
     stamped = _STAMPED.match(first) is not None and _CRI.match(first) is None
-    if not stamped and _CRI.match(first.rstrip("\r")) is None and (json_record_text(first) or ("", None))[1] is None:
+    if not stamped and _CRI.match(first.rstrip("\r")) is None and (json_record_text(first) or ("", None, None))[1] is None:
         return None
     out = [""] * len(lines)
     for ll in log_lines(x + "\n" for x in lines):

@@ -5,8 +5,10 @@ split a line past 16 KiB into several records. Read through ``analysis.log_lines
 from __future__ import annotations
 
 import json
+from datetime import UTC
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from specsched.analysis.server_log import decode_step_samples, is_server_log, parse_server_log
 
@@ -327,3 +329,44 @@ def test_a_per_line_number_before_the_prefix_is_no_server(tmp_path):
     assert len(plain)
     for f in (numbered, ids):
         assert decode_step_samples(parse_server_log(f)).drop(columns="line").equals(plain.drop(columns="line"))
+
+
+def _formatter_record(line: str, key: str, form: str) -> str:
+    """A plain log line as a JSON logging formatter writes it: the message alone, the logger's
+    time in a field of its own (``form``: how that field writes it)."""
+    import re
+    from datetime import datetime, timedelta
+
+    m = re.match(r"\[(\S+ \S+?)(?: [A-Z]+\d+)*\] (.*)$", line)
+    stamp, message = m.group(1), m.group(2)
+    t = datetime.fromisoformat(stamp)
+    utc = t.replace(tzinfo=UTC)
+    value = {"asctime": stamp.replace(".", ","), "iso-z": stamp.replace(" ", "T") + "Z",
+             "offset": (t + timedelta(hours=1)).isoformat() + "+01:00",
+             "epoch-s": utc.timestamp(), "epoch-ms": int(round(utc.timestamp() * 1000)),
+             "epoch-text": f"{utc.timestamp():.3f}"}[form]
+    return json.dumps({key: value, "levelname": "INFO", "name": "sglang", "message": message})
+
+
+@pytest.mark.parametrize("key, form", [("asctime", "asctime"), ("@timestamp", "iso-z"), ("timestamp", "offset"),
+                                       ("ts", "epoch-s"), ("time", "epoch-ms"), ("created", "epoch-text")])
+def test_a_json_formatter_log_keeps_each_lines_time(tmp_path, capsys, key, form):
+    """A server logging through a JSON formatter (python-json-logger, a shipper) writes the message
+    alone, its time in a field of its own: the batch figures were read but every line's time was
+    NaT, so a log joined out of order or with itself read as time-less lines. The time now comes
+    from the record's field (ISO 8601, logging's asctime, epoch seconds or ms; a zone put on UTC)."""
+    lines = (LOGS / "sglang-0.5.23.log").read_text().splitlines()
+    f = tmp_path / "server.jsonl"
+    f.write_text("".join(_formatter_record(x, key, form) + "\n" for x in lines))
+    plain, log = parse_server_log(LOGS / "sglang-0.5.23.log"), parse_server_log(f)
+    assert log["time"].notna().all()
+    assert (log["time"] - plain["time"]).abs().max() <= pd.Timedelta(milliseconds=1)
+    assert decode_step_samples(log).equals(decode_step_samples(plain))
+    # timed as the plain log is: lines joined out of order are said
+    joined = tmp_path / "joined.jsonl"
+    rows = f.read_text().splitlines(keepends=True)
+    batch = [k for k, x in enumerate(rows) if "batch" in x]
+    joined.write_text("".join(rows[batch[len(batch) // 2]:] + rows[:batch[len(batch) // 2]]))
+    capsys.readouterr()
+    parse_server_log(joined)
+    assert "joined out of order" in capsys.readouterr().err
