@@ -80,7 +80,7 @@ the line's source (:func:`_source`)."""
 MAX_SOURCES = 32
 """At most this many sources (:func:`_source`) are told apart in one log, and at most one for
 every two batch lines; a prefix that takes more values (a per-line counter or id a shipper
-adds) names no server, and is left out."""
+adds) names no server, and is left out (:func:`server_names`)."""
 _TIME_ONLY_DATE = "1970-01-01 "
 """Date given to a time-only stamp (0.3.0's logger wrote ``%H:%M:%S``)."""
 _FIELD = re.compile(r"(?P<key>#?[A-Za-z][A-Za-z\- ()/]*?):\s*(?P<value>-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|True|False)")
@@ -162,13 +162,31 @@ def _source(wrapper: str) -> str:
     """Which server's output a line is, from what a wrapper put before SGLang's logger prefix:
     ``docker compose logs`` of several services (``prefill-1  | ``, ``decode-1   | ``),
     ``kubectl logs -l app=sglang --prefix`` (``[pod/sglang-prefill-7d9f/sglang] ``), journald's
-    ``host sglang[4242]: ``, a Ray actor's ``(SGLangWorker pid=7) ``. Times are left out, and
-    each run of digits is one ``#`` (``grep -n``'s ``123:``, a counter: no server); ``""``
+    ``host sglang[4242]: ``, a Ray actor's ``(SGLangWorker pid=7) ``. Times are left out;
+    digits are kept (replicas named by a digit alone: ``sglang-1  | ``, ``sglang-2  | ``, a
+    StatefulSet's ``[pod/sglang-0/sglang]``), and :func:`server_names` reads them as one ``#``
+    where they number lines rather than servers (``grep -n``'s ``123:``, a counter); ``""``
     without a wrapper. Every SGLang server numbers its ranks from ``TP0`` (its logger prefix
     names no server), so the lines of a prefill and a decode server in one file read as one
     rank's: each decode line was timed against the other server's line before it."""
-    text = _WRAPPER_TIME.sub(" ", wrapper)
-    return " ".join(re.sub(r"\d+", "#", text).split())
+    return " ".join(_WRAPPER_TIME.sub(" ", wrapper).split())
+
+
+def _digits_as_one(source: str) -> str:
+    return re.sub(r"\d+", "#", source)
+
+
+def server_names(sources: pd.Series) -> pd.Series:
+    """Each line's server (:func:`_source`'s text) as the log tells its servers apart: at most
+    :data:`MAX_SOURCES` of them and one for every two batch lines. The text as written where it
+    takes few enough values (replicas named by a digit alone); else with each run of digits
+    read as one ``#`` (``grep -n``'s numbers, a shipper's counter before a service's name: every
+    line its own value); else ``""`` (a per-line id: no server's name)."""
+    limit = min(MAX_SOURCES, len(sources) / 2)
+    if sources.nunique() <= limit:
+        return sources
+    sources = sources.map(_digits_as_one)
+    return sources if sources.nunique() <= limit else pd.Series("", index=sources.index)
 
 
 def parse_line(raw: str, line: int) -> dict[str, object] | None:
@@ -308,9 +326,7 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
     df = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
     df["time"] = pd.to_datetime(df["time"], errors="coerce", format="mixed")
     df["rank"] = df["rank"].fillna("")
-    df["source"] = df["source"].fillna("")
-    if df["source"].nunique() > min(MAX_SOURCES, len(df) / 2):   # a per-line counter or id: no server's name
-        df["source"] = ""
+    df["source"] = server_names(df["source"].fillna(""))   # replicas by a digit; a per-line number names none
     df = first_pipeline_stage(df, str(p))
     _say_time_going_back(df, str(p))
     df.attrs["server_info"] = launch.server_info()   # start-up lines: analysis/server_launch.py
@@ -320,7 +336,8 @@ def parse_server_log(path: str | Path) -> pd.DataFrame:
 def _row_key(row: dict[str, object]) -> tuple[tuple[str, object], ...]:
     """What a batch line logged: every parsed field but its file line (the logger's time and
     rank included), whatever wrapper or prefix it was read through."""
-    return tuple(sorted((k, v) for k, v in row.items() if k != "line"))
+    # a wrapper's digits may number the file's lines (grep -n): not what was logged
+    return tuple(sorted((k, _digits_as_one(v) if k == "source" else v) for k, v in row.items() if k != "line"))
 
 
 def _went_back(rows: list[dict[str, object]], j: int) -> bool:

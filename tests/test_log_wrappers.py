@@ -313,7 +313,7 @@ def test_a_compose_log_of_a_prefill_and_a_decode_server_times_each_servers_lines
     alone = decode_step_samples(parse_server_log(decode))
     got = decode_step_samples(log)
     assert len(alone) and got.drop(columns="line").equals(alone.drop(columns="line"))
-    assert set(log["source"]) == {"prefill-# |", "decode-# |"}
+    assert set(log["source"]) == {"prefill-1 |", "decode-1 |"}
     assert "warning" not in capsys.readouterr().err
 
 
@@ -370,3 +370,27 @@ def test_a_json_formatter_log_keeps_each_lines_time(tmp_path, capsys, key, form)
     capsys.readouterr()
     parse_server_log(joined)
     assert "joined out of order" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("prefixes", [("sglang-1  | ", "sglang-2  | "),
+                                      ("[pod/sglang-0/sglang] ", "[pod/sglang-1/sglang] ")],
+                         ids=["compose-replicas", "statefulset-pods"])
+def test_replicas_named_only_by_a_digit_are_told_apart(tmp_path, capsys, prefixes):
+    """``docker compose logs`` of a service scaled to two replicas (``sglang-1  | ``, ``sglang-2  | ``),
+    ``kubectl logs --prefix`` of a StatefulSet's pods (``sglang-0``, ``sglang-1``): the names differ
+    by a digit alone, and digits were read as one ``#`` (a per-line number names no server), so
+    both replicas read as one server, each decode line timed against the other replica's line
+    before it: no pure-decode sample was left."""
+    one = LOGS / "sglang-0.5.23.log"
+    other = tmp_path / "other.log"   # the same batches, logged a little later by the second replica
+    other.write_text(one.read_text().replace(":01.", ":01.5").replace(":02.", ":02.5").replace(":03.", ":03.5"))
+    rows = sorted((line[1:24], k, prefixes[k] + line) for k, path in enumerate((one, other))
+                  for line in path.read_text().splitlines())
+    f = tmp_path / "replicas.log"
+    f.write_text("".join(r[2] + "\n" for r in rows))
+    log = parse_server_log(f)
+    alone = decode_step_samples(parse_server_log(one))
+    got = decode_step_samples(log)
+    assert len(alone) and log["source"].nunique() == 2
+    assert len(got) == 2 * len(alone)
+    assert "warning" not in capsys.readouterr().err
