@@ -1568,7 +1568,11 @@ def read_bench(path: str | Path, line: int | None = None, *, left_out: list[str]
             if isinstance(scanned, list):
                 objs = scanned
             else:
-                i, raw, msg = bad if objs else scanned
+                # a file that began as JSONL keeps its line's error, and so does a first line that is a
+                # run's own (more than the "{" an indented object opens with): the scan went on into
+                # the next line's run, naming that whole line (or the end of the file) as the cut one
+                one_line = bad is not None and bad[1][:1] == "{" and len(bad[1]) > 1 and scanned[0] > bad[0]
+                i, raw, msg = bad if objs or one_line else scanned
                 shown = clipped(raw)
                 reports = printed_reports(text) if REPORT_TITLE in text else []
                 if reports:   # its stdout kept: the run's figures as printed, under the result file's keys

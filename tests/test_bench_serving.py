@@ -23,7 +23,7 @@ from specsched.sim.bench_serving import (
     to_run_data,
 )
 from specsched.sim.engine import SimEngine
-from specsched.sim.errors import ConfigError
+from specsched.sim.errors import ConfigError, clipped
 from specsched.sim.results import write_results
 
 from specsched.cli import main
@@ -333,6 +333,24 @@ def test_a_cut_json_line_keeps_the_position(tmp_path):
         read_bench(p)
     assert e.value.file.endswith("cut.jsonl:2") and "column 30" in str(e.value)
     assert "starting at;" not in str(e.value)
+
+
+@pytest.mark.parametrize("after", ["whole run", "nothing"])
+def test_a_first_line_cut_short_is_named_not_the_line_after_it(tmp_path, capsys, monkeypatch, after):
+    """A file whose first line is a run cut short, then a line end (and a whole run, or nothing):
+    the refusal named line 2, the whole run or "<end of file>", as the line not complete JSON.
+    It names line 1, where the run is cut."""
+    monkeypatch.chdir(tmp_path)
+    line = json.dumps(SGLANG_03)
+    cut = line[:line.index(', "', len(line) // 2)]   # after a whole value: JSON then expects "," on line 2
+    (tmp_path / "cut.jsonl").write_text(cut + "\n" + (line + "\n" if after == "whole run" else ""))
+    with pytest.raises(ConfigError) as e:
+        read_bench(tmp_path / "cut.jsonl")
+    assert e.value.file.endswith("cut.jsonl:1") and e.value.value == clipped(cut)
+    assert main(["scenario", "from-bench", "cut.jsonl", "--profile", "h200-llama8b-roofline", "--out", "s.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cut.jsonl:1: <line>" in err[0] and "truncated?" in err[0], err
+    assert not (tmp_path / "s.yaml").exists()
 
 
 @pytest.mark.parametrize("what", ["results/nothing", "results/nothing.jsonl", "results/nothing.jsonl:3"])
