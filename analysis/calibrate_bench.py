@@ -299,6 +299,32 @@ def input_name(path: str | Path, line: int | None = None) -> str:
     return name if line is None else f"{name}:{line}"
 
 
+def input_names(specs: Sequence[str | Path]) -> list[str]:
+    """:func:`input_name` of each of ``specs`` (``FILE[:LINE]``), where two would read alike
+    (``r4/bench_serving.jsonl`` and ``r8/bench_serving.jsonl``: every results directory's line has
+    that name) with as many of their folders as tell them apart: the provenance named both
+    ``bench_serving.jsonl``."""
+    from specsched.sim.bench_serving import split_spec
+
+    items = [split_spec(s) for s in specs]
+    depth = [1] * len(items)
+
+    def named(p: Path, line: int | None, d: int) -> str:
+        if d == 1:
+            return input_name(p, line)
+        text = "/".join(p.absolute().parts[-d:])
+        return text if line is None else f"{text}:{line}"
+
+    names = [named(p, line, d) for (p, line), d in zip(items, depth, strict=True)]
+    for _ in range(16):
+        alike = {n for n in names if names.count(n) > 1}
+        if not alike:
+            break
+        depth = [d + 1 if n in alike else d for n, d in zip(names, depth, strict=True)]
+        names = [named(p, line, d) for (p, line), d in zip(items, depth, strict=True)]
+    return names
+
+
 ARRIVALS = ("auto", "rate", "details")
 """How a fit case's arrivals are made: ``details`` replays the run's own send times (the
 line's ``start_times``), ``rate`` draws new ones at its request rate, ``auto`` replays where
@@ -1565,11 +1591,10 @@ def write_profile(result: FitResult, out: str | Path, name: str, files: Sequence
     data["name"] = name
     prov = dict(data.get("provenance") or {})
     fac = result.factors_text()
-    from specsched.sim.bench_serving import split_spec
     from specsched.sim.config import dotted_value
 
-    runs = ", ".join(input_name(*split_spec(f)) for f in files)
-    named = f"server log{'s' if len(logs) > 1 else ''} {', '.join(map(input_name, logs))}"
+    runs = ", ".join(input_names(files))
+    named = f"server log{'s' if len(logs) > 1 else ''} {', '.join(input_names(logs))}"
     if files:
         head = (f"fitted by `specsched calibrate --from` to bench_serving runs {runs}"
                 + (f" and {named}" if logs else "")

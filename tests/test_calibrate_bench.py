@@ -465,6 +465,24 @@ def _measured_line(tmp_path, rate, seed=7):
     return bench_record(res, details=False)
 
 
+def test_provenance_tells_apart_runs_of_one_file_name(tmp_path, capsys, monkeypatch):
+    """Every results directory's run is ``bench_serving.jsonl``: a fit to two of them wrote
+    "bench_serving runs bench_serving.jsonl, bench_serving.jsonl", which names neither. Each is
+    now named with the folder that tells it apart."""
+    monkeypatch.chdir(tmp_path)
+    files = []
+    for rate in (5.0, 10.0):
+        d = tmp_path / "runs" / f"r{rate:g}"
+        d.mkdir(parents=True)
+        (d / "bench_serving.jsonl").write_text(json.dumps(_measured_line(tmp_path, rate)) + "\n")
+        files.append(str(d / "bench_serving.jsonl"))
+    assert main(["calibrate", "--from", *files, "--profile", "h200-1b", "--params", "decode", "--seeds", "1",
+                 "--max-evals", "3", "--out", "fitted.yaml", "-q"]) == 0
+    said = " ".join(yaml.safe_load((tmp_path / "fitted.yaml").read_text())["provenance"]["calibrate.from"].split())
+    assert "runs r5/bench_serving.jsonl, r10/bench_serving.jsonl" in said and str(tmp_path) not in said
+    capsys.readouterr()
+
+
 def test_cli_writes_profile_with_provenance_and_refuses_bad_input(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     f = tmp_path / "runs.jsonl"
