@@ -97,7 +97,7 @@ def wrapper_time(value: object) -> str | None:
     """A wrapper's time (:data:`TIME_KEYS`) as ``YYYY-MM-DD HH:MM:SS.ffffff``: ISO 8601 (a comma
     before the fraction as logging's ``asctime`` writes it; a zone or ``Z`` put on UTC), or an
     epoch number (a number or its text; seconds, or ms/us/ns told by its size); None for anything
-    else."""
+    else, a number before 1973 among them (a duration or a counter, not a time)."""
     if isinstance(value, str):
         text = value.strip()
         try:
@@ -110,7 +110,7 @@ def wrapper_time(value: object) -> str | None:
             if t.tzinfo is not None:
                 t = t.astimezone(UTC).replace(tzinfo=None)
             return t.strftime("%Y-%m-%d %H:%M:%S.%f")
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e20:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 1e8 <= value < 1e20:
         return None
     seconds = value / next((d for lim, d in ((1e17, 1e9), (1e14, 1e6), (1e11, 1e3)) if value >= lim), 1)
     try:
