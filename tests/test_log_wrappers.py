@@ -394,3 +394,14 @@ def test_replicas_named_only_by_a_digit_are_told_apart(tmp_path, capsys, prefixe
     assert len(alone) and log["source"].nunique() == 2
     assert len(got) == 2 * len(alone)
     assert "warning" not in capsys.readouterr().err
+
+
+def test_a_json_records_time_field_reads_as_a_time_or_not_at_all():
+    """What :func:`sim.log_lines.wrapper_time` takes for a time: ISO 8601 (logging's asctime comma,
+    a zone put on UTC) and epoch s/ms/us/ns; a small number (a duration, a counter) is none."""
+    from specsched.sim.log_lines import wrapper_time
+
+    at = "2026-03-02 08:01:00.004000"
+    assert {wrapper_time(v) for v in ("2026-03-02 08:01:00,004", "2026-03-02T09:01:00.004+01:00", 1772438460.004,
+                                      1772438460004, "1772438460004000", 1772438460004000000)} == {at}
+    assert [wrapper_time(v) for v in (0.25, 12, True, "soon", None, [1])] == [None] * 6
