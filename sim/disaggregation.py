@@ -60,6 +60,7 @@ from specsched.sim.engine import SimEngine
 from specsched.sim.errors import ConfigError
 from specsched.sim.member_server import MemberServer
 from specsched.sim.ops import Launch
+from specsched.sim.prefill_adder import KVRefusals
 from specsched.sim.profile import Profile
 from specsched.sim.request import Req
 from specsched.sim.tables import column
@@ -283,7 +284,7 @@ class PDEngine(SimEngine):
 class _Roles:
     """What the run's summary reads of "the scheduler", over the deployment's servers: the
     decode servers' requests (verify cycles and retractions happen there), the prefill
-    servers' delayed passes and cache hits, the decode servers' KV peak."""
+    servers' delayed passes, passes the KV pool stopped and cache hits, the decode servers' KV peak."""
 
     def __init__(self, prefill: list[_Server], decode: list[_Server]) -> None:
         self._p, self._d = [s.sched for s in prefill], [s.sched for s in decode]
@@ -310,6 +311,10 @@ class _Roles:
     @property
     def num_delayed_passes(self) -> int:
         return sum(s.num_delayed_passes for s in self._p)
+
+    @property
+    def kv_refusals(self) -> KVRefusals:
+        return KVRefusals.over(s.kv_refusals for s in self._p)
 
     @property
     def cache_hit_tokens(self) -> int:

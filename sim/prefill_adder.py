@@ -25,6 +25,7 @@ reservation then holds; SGLang pins the prefix under ``_lock_node`` before the c
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Literal
@@ -92,6 +93,51 @@ class AddResult(Enum):
 # the members as module names (a member read through the enum class costs ~0.1 us, see
 # sim/request.py): the admission pass reads them for every request it considers
 CONTINUE, NO_TOKEN, OTHER = AddResult.CONTINUE, AddResult.NO_TOKEN, AddResult.OTHER
+
+
+@dataclass(slots=True)
+class KVRefusals:
+    """The admission passes of a run that stopped for lack of KV while a request was left
+    waiting and the running batch was below max_running_requests: the pool, not the cap,
+    bounded the batch (sglang 0.5.23 managers/schedule_policy.py ``PrefillAdder``: its
+    budget is the free plus evictable tokens, mem_cache/prefill_budget.py
+    ``PrefillBudget._available_and_evictable``, less the running requests' reserved output;
+    ``add_one_req`` answers ``AddReqResult.NO_TOKEN`` when a request's extend, clipped
+    output and a page do not fit it, or when an admission spends it, and
+    managers/scheduler.py ``_get_new_batch_prefill_raw`` then sets ``batch_is_full`` until a
+    request leaves; ``OTHER``, the prompt or chunk budget or a cap, is not counted). Owned by
+    the :class:`sim.scheduler.Scheduler` that counts them (:meth:`add`); read by the run's
+    summary (:func:`sim.scheduler.run_counts`).
+
+    Attributes:
+        passes: such passes (a pass the latch skips is not one: SGLang builds no adder then;
+            a hybrid sliding-window model's scheduler clears the latch every pass, so there
+            nearly every pass while the pool is full is one).
+        running_peak: the most requests running (those admitted by the pass included) at one.
+        waiting_peak: the most requests left waiting by one.
+    """
+
+    passes: int = 0
+    running_peak: int = 0
+    waiting_peak: int = 0
+
+    def add(self, running: int, waiting: int) -> None:
+        """One such pass, ``running`` requests running after it and ``waiting`` left waiting."""
+        self.passes += 1
+        if running > self.running_peak:
+            self.running_peak = running
+        if waiting > self.waiting_peak:
+            self.waiting_peak = waiting
+
+    @classmethod
+    def over(cls, many: Iterable[KVRefusals]) -> KVRefusals:
+        """Several schedulers' as one: the passes summed, each peak the largest one's."""
+        out = cls()
+        for r in many:
+            out.passes += r.passes
+            out.running_peak = max(out.running_peak, r.running_peak)
+            out.waiting_peak = max(out.waiting_peak, r.waiting_peak)
+        return out
 
 
 def ceil_page(n: int, page_size: int) -> int:

@@ -48,6 +48,7 @@ from specsched.sim.prefill_adder import (
     CONTINUE,
     NO_TOKEN,
     OTHER,
+    KVRefusals,
     PrefillAdder,
     admitted_output_reservation,
     ceil_page,
@@ -96,7 +97,9 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
 
     Read by executors: ``waiting``, ``running``, ``reqs``, ``kv`` (the ledger: ``used``,
     ``peak``, ``capacity``), ``num_running``, ``has_work``, ``decode_batch_reqs``; counters
-    for the records: ``num_retractions``, ``num_delayed_passes``. Everything else is private.
+    for the records: ``num_retractions``, ``num_delayed_passes``, ``kv_refusals`` (the
+    admission passes the KV pool stopped, :class:`sim.prefill_adder.KVRefusals`). Everything
+    else is private.
     """
 
     def __init__(self, server: ServerArgs, admission: AdmissionPolicy, seed: int = 0,
@@ -182,6 +185,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
         self.step = 0
         self.num_retractions = 0
         self.num_delayed_passes = 0
+        self.kv_refusals = KVRefusals()
         # prefill-decode disaggregation (sim/scheduler_disagg.py): the server's mode and its queues
         self.mode = server.disaggregation_mode
         # a co-located server's decode forwards add the running batch's stale extend count
@@ -685,6 +689,7 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             if res is not CONTINUE:
                 if res is NO_TOKEN:
                     self.batch_is_full = bool(adder.can_run) or bool(self.running)
+                    self._count_kv_refusal(adder, order, prev_chunked)
                 break
         if not adder.can_run:
             if self._preempted:
@@ -777,6 +782,22 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
             tuple(rids), tuple(ext), tuple(pre), num_extend, self.chunked_req.rid if self.chunked_req else None,
             tuple(new), 1, tuple(before), tuple(maxnew),
         )
+
+    def _count_kv_refusal(self, adder: PrefillAdder, order: Any, prev_chunked: Req | None) -> None:
+        """A pass that ``adder`` stopped for KV (NO_TOKEN): counted in :attr:`kv_refusals`
+        when it left a request of ``order`` waiting with the running batch (the requests it
+        admits, and ``prev_chunked`` while it holds a slot, included) below
+        max_running_requests: the pool, not the cap, kept that request out."""
+        admitted = 0
+        for r, _ in adder.can_run:
+            if r is not prev_chunked:
+                admitted += 1
+        running = len(self.running) + len(adder.can_run)
+        if prev_chunked is not None and not any(r is prev_chunked for r, _ in adder.can_run):
+            running += 1
+        left = len(order) - admitted
+        if left > 0 and running < self.server.max_running_requests:
+            self.kv_refusals.add(running, left)
 
     def _admit_lone(self, req: Req) -> BatchPlan | None:
         """The admission pass of :meth:`_new_prefill_batch` when ``req`` is the only waiting
@@ -1137,8 +1158,10 @@ class Scheduler(DecodeMemory, Stretch, Disagg):
 def run_counts(sched: Any) -> dict[str, float]:
     """What a run's summary carries of a scheduler's counts, the same under both clocks
     (sim/engine.py, runtime/engine.py), so predicted and measured runs report the same keys:
-    retractions, delayed admission passes, the KV peak; the priority preemptions when there
-    were any (SGLang's ``PrefillAdder.preempt_to_schedule``; a preempted request is
+    retractions, delayed admission passes, the KV peak; the admission passes the KV pool stopped
+    below max_running_requests when there were any (``kv_refused_passes``, with the most
+    requests running and left waiting at one: :class:`sim.prefill_adder.KVRefusals`); the
+    priority preemptions when there were any (SGLang's ``PrefillAdder.preempt_to_schedule``; a preempted request is
     re-prefilled, as a retracted one is; the report prints them as "Priority preemptions"); the
     requests aborted out of memory when there were any (``requests_oom_aborted``,
     :meth:`DecodeMemory._abort_out_of_memory`);
@@ -1152,6 +1175,10 @@ def run_counts(sched: Any) -> dict[str, float]:
                              "kv_peak_tokens": sched.kv.peak}
     if sched.num_preemptions:
         out["num_preemptions"] = sched.num_preemptions
+    refused = sched.kv_refusals
+    if refused.passes:   # the KV pool, not max_running_requests, kept requests waiting
+        out.update(kv_refused_passes=refused.passes, kv_refused_running_peak=refused.running_peak,
+                   kv_refused_waiting_peak=refused.waiting_peak)
     if sched.oom_aborted:   # a lone request SGLang aborted out of memory (DecodeMemory._abort_out_of_memory)
         out["requests_oom_aborted"] = len(sched.oom_aborted)
     kv = sched.kv

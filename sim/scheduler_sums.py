@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from specsched.sim.prefill_adder import KVRefusals
+
 
 class GroupKV:
     """The KV figures of several schedulers of one server arguments (DP-attention ranks, or
@@ -44,8 +46,8 @@ class GroupKV:
 
 class SchedulerSums:
     """What :func:`sim.scheduler.run_counts` reads of "the scheduler", over the schedulers of
-    :attr:`schedulers` (a subclass provides them): retractions, preemptions, delayed passes and
-    cache tokens summed, the requests aborted out of memory of all, the radix cache on where
+    :attr:`schedulers` (a subclass provides them): retractions, preemptions, delayed passes, the
+    passes the KV pool stopped and cache tokens summed, the requests aborted out of memory of all, the radix cache on where
     any has it."""
 
     @property
@@ -67,6 +69,10 @@ class SchedulerSums:
     @property
     def num_delayed_passes(self) -> int:
         return sum(s.num_delayed_passes for s in self.schedulers)
+
+    @property
+    def kv_refusals(self) -> KVRefusals:
+        return KVRefusals.over(s.kv_refusals for s in self.schedulers)
 
     @property
     def cache_hit_tokens(self) -> int:
