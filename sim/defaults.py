@@ -730,6 +730,39 @@ def spec_cap_note(scenario: Any, timeseries: Any) -> str | None:
             "server.max_running_requests to compare both at one cap")
 
 
+def kv_pool_note(scenario: Any, summary: dict[str, Any]) -> str | None:
+    """One line when the KV pool, not ``max_running_requests``, capped the running batch
+    and built the queue: the run's admission passes stopped for lack of KV with requests
+    left waiting and fewer than max_running_requests running (the summary's
+    ``kv_refused_passes``, counted by the scheduler: :class:`sim.prefill_adder.KVRefusals`).
+    SGLang 0.5.23's ``PrefillAdder`` (managers/schedule_policy.py) admits against a budget of
+    the available plus evictable KV tokens less the running requests' reserved output;
+    ``add_one_req`` answers ``AddReqResult.NO_TOKEN`` when a request's extend, clipped
+    output and a page do not fit it (``OTHER`` is the prompt or chunk budget or a cap), and
+    the batch stays below the cap. The pool size is among the filled-in defaults, but nothing
+    else says it is what bounds the batch (a user's gpt-oss-120b on one H100, 8K-token
+    prompts at 6 req/s: ~5 running against 256, TTFT climbing to ~41 s). None when KV never
+    kept a request out below the cap."""
+    passes = summary.get("kv_refused_passes")
+    if not passes:
+        return None
+    from specsched.sim.prefill_adder import CLIP_MAX_NEW_TOKENS
+
+    srv = scenario.server
+    filled = any(r.key == "max_total_num_tokens" for r in scenario._resolved_defaults)
+    where = "max_total_num_tokens, SGLang's default from the GPU's memory" if filled else "max_total_num_tokens"
+    if srv.swa_max_total_num_tokens:
+        where += f"; SWA pool {srv.swa_max_total_num_tokens:,}"
+    larger = "server.mem_fraction_static or server.max_total_num_tokens" if filled else "server.max_total_num_tokens"
+    return (f"note: the KV pool, not max_running_requests, capped the running batch: at most "
+            f"{summary['kv_refused_running_peak']} requests ran (max_running_requests {srv.max_running_requests}) "
+            f"while up to {summary['kv_refused_waiting_peak']} waited; {passes:,} admission passes stopped for lack "
+            f"of KV tokens (SGLang's PrefillAdder: NO_TOKEN) in a pool of {srv.max_total_num_tokens:,} tokens "
+            f"({where}). To run more at once: a larger pool ({larger}), shorter prompts or max output tokens (each "
+            f"admission reserves its prompt and up to {CLIP_MAX_NEW_TOKENS:,} output tokens), or more GPUs (a "
+            "profile with a larger --tp)")
+
+
 def gfx95_exact_chunk_fill(server: ServerArgs, hw: Hardware) -> bool:
     """Whether sglang 0.5.23 charges the chunked-prefill budgets in raw tokens on this server:
     on a gfx95 GPU (MI350X/MI355X: the analytic table's ``gfx_arch``) under the 0.5.23

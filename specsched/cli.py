@@ -297,10 +297,12 @@ def _run_command(args: argparse.Namespace) -> int:
         print(f"note: Peak output token throughput is n/a: above {AUTO_COMPACT_TOKENS:,} output tokens a run keeps "
               "compact records (no per-token times, which bench_serving's whole-second peak counts); every other "
               "figure is the same as with full records", file=sys.stderr)
-    from specsched.sim.defaults import spec_cap_note
+    from specsched.sim.defaults import kv_pool_note, spec_cap_note
 
     if (cap := spec_cap_note(scenario, result.table("timeseries"))) is not None:
         print(cap, file=sys.stderr)
+    if (pool := kv_pool_note(scenario, result.summary)) is not None:
+        print(pool, file=sys.stderr)
     from specsched.sim.dp_attention import dp_attention_layout_note
 
     if (layout := dp_attention_layout_note(scenario, profile)) is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -664,6 +665,52 @@ def test_the_speculative_reset_to_48_is_noted_when_requests_queue_behind_it(tmp_
     note = spec_cap_note(filled, ramp)
     assert note is not None and "48 running with up to 16 waiting" in note, note
     assert spec_cap_note(filled, pd.DataFrame({"running": [17, 48], "waiting": [47, 0]})) is None
+
+
+def _kv_bound_run(tmp_path, capsys, pool: int, max_running: int = 1024) -> tuple[str, dict, Any]:
+    """The bundled 8B Poisson line (1,024-token prompts, 256 output, 6 req/s), 60 requests, at a
+    KV pool of ``pool`` tokens: (what ``run`` wrote to stderr, its summary, its timeseries)."""
+    import json
+
+    import pandas as pd
+
+    from specsched.cli import main
+
+    out = tmp_path / f"pool{pool}-cap{max_running}"
+    assert main(["run", "scenarios/poisson8b-fixed.yaml", "--set", f"server.max_total_num_tokens={pool}",
+                 "--set", f"server.max_running_requests={max_running}", "--set", "workload.num_requests=60",
+                 "--quiet", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    return err, json.loads((out / "summary.json").read_text()), pd.read_parquet(out / "timeseries.parquet")
+
+
+def test_a_run_whose_kv_pool_caps_the_batch_below_max_running_requests_says_so(tmp_path, capsys, monkeypatch):
+    """A pool of 6,000 tokens holds ~4 requests of 1,024 + 256 tokens: requests queue while 4
+    run against max_running_requests 1024, and the note names the pool, the peak against the
+    cap and the passes KV stopped; the same line at a pool of 800,000 (nothing waits for KV),
+    or with max_running_requests at 4 (the cap binds first), says nothing."""
+    import re
+
+    from tests.conftest import ROOT
+
+    monkeypatch.chdir(ROOT)
+    err, summary, ts = _kv_bound_run(tmp_path, capsys, 6000)
+    notes = [line for line in err.splitlines() if "the KV pool, not max_running_requests" in line]
+    assert len(notes) == 1, err
+    note = notes[0]
+    m = re.search(r"at most (\d+) requests ran \(max_running_requests 1024\) while up to (\d+) waited; "
+                  r"([\d,]+) admission passes stopped for lack of KV tokens .* in a pool of 6,000 tokens", note)
+    assert m is not None, note
+    ran, waited, passes = int(m[1]), int(m[2]), int(m[3].replace(",", ""))
+    assert ran == int(ts["running"].max()) < 1024   # the pool's peak, the run's own
+    assert 0 < waited <= int(ts["waiting"].max())
+    assert passes == summary["kv_refused_passes"] > 0
+    assert "server.max_total_num_tokens" in note and "--tp" in note
+    for pool, cap in ((800000, 1024), (6000, 4)):
+        err, summary, ts = _kv_bound_run(tmp_path, capsys, pool, cap)
+        assert "KV pool" not in err and "kv_refused_passes" not in summary
+        if cap == 4:   # the queue is there, the cap's
+            assert int(ts["running"].max()) == 4 and int(ts["waiting"].max()) > 0
 
 
 def test_a_block_drafters_topk_is_reset_to_one_and_said():
