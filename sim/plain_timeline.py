@@ -165,17 +165,20 @@ def walk(run: PlainRun, t0: float, e0: float, t_next: float, wake: float,
             jend = stop - 1
             if 0 < nxt <= jend:
                 jend = nxt - 1
+            # t is computed in place and restored from T (whose last item it is at the top
+            # of every iteration) where the lean iteration gives way: no copy per iteration
             while j < jend:
-                u = t + hs
-                u = u + hl
-                if ep <= u:
+                t = t + hs
+                t = t + hl
+                if ep <= t:
+                    t = T[-1]
                     break         # the host is late: the general iteration
-                rw = (ep - u) + wake
-                u = u + rw
-                u = u + hp
-                if u >= t_next:
+                rw = (ep - t) + wake
+                t = t + rw
+                t = t + hp
+                if t >= t_next:
+                    t = T[-1]
                     break         # the walk's last iteration: the general one ends it
-                t = u
                 Ta(t)
                 e = ep + c
                 blk = blk + rw
