@@ -562,6 +562,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     compare.print_comparison(console, table, title=f"{Path(args.scenario).name}: arms compared over {args.seeds} seed(s)")
     if (note := compare.aborted_note(samples)) is not None:
         print(note, file=sys.stderr)
+    for note in compare.kv_pool_notes(samples, list(zip(arms, scenarios, strict=True))):
+        print(note, file=sys.stderr)
     if args.csv:
         compare.write_csv(table, args.csv)
     if args.markdown:

@@ -61,6 +61,27 @@ def aborted_note(samples: pd.DataFrame) -> str | None:
             "are, so an arm that rejects more looks faster")
 
 
+def kv_pool_notes(samples: pd.DataFrame, arm_scenarios: Sequence[tuple[str, Any]]) -> list[str]:
+    """``specsched run``'s KV-pool note (:func:`sim.defaults.kv_pool_note`) for each arm whose
+    runs had admission stopped by the KV pool below max_running_requests, named by arm: the
+    most passes any seed stopped, and the peaks running and waiting over the seeds. A pool
+    that binds in one arm and not the other is what the arms' difference is about, and the
+    table alone does not say it."""
+    from specsched.sim.defaults import kv_pool_note
+
+    notes = []
+    keys = ("kv_refused_passes", "kv_refused_running_peak", "kv_refused_waiting_peak")
+    for arm, scenario in arm_scenarios:
+        rows = samples[(samples["arm"] == arm) & samples["metric"].isin(keys)]
+        worst = rows.groupby("metric")["value"].max()
+        if worst.get("kv_refused_passes", 0) <= 0:
+            continue
+        note = kv_pool_note(scenario, {k: int(worst[k]) for k in keys})
+        if note is not None:
+            notes.append(note.replace("note: ", f"note: arm {arm}: ", 1))
+    return notes
+
+
 HIGHER_IS_BETTER = ("throughput", "verify_cycles_per_s", "decode_steps_per_s", "accept_length", "gpu_busy_fraction", "completed")
 """Metric name fragments where an increase is an improvement (else lower is better)."""
 

@@ -1047,3 +1047,21 @@ def test_the_memory_before_loading_is_the_gpu_tables_assumption(tmp_path):
     assert hw4.context_mib == 4096
     assert kv_pool_tokens(hw4, 0.903) < kv_pool_tokens(hw, 0.903)
     assert kv_pool_tokens(hw, 0.903) - kv_pool_tokens(hw4, 0.903) == pytest.approx(3072 * 2**20 * 0.903 / 131072, abs=1)
+
+
+def test_compare_names_the_arm_whose_kv_pool_capped_the_batch(tmp_path, capsys, monkeypatch):
+    """`specsched compare` prints run's KV-pool note for the arm whose pool capped the batch
+    (6,000 tokens: ~4 of 1,024 + 256), and none for the arm with room (800,000)."""
+    from specsched.cli import main
+    from tests.conftest import ROOT
+
+    monkeypatch.chdir(ROOT)
+    sc = tmp_path / "pools.yaml"
+    text = (ROOT / "scenarios" / "poisson8b-fixed.yaml").read_text()
+    arms = "\narms:\n  base: {}\n  roomy:\n    server: {max_total_num_tokens: 800000}\n" \
+           "  tight:\n    server: {max_total_num_tokens: 6000}\n"
+    sc.write_text(text.split("\narms:")[0] + arms)
+    assert main(["compare", str(sc), "--arms", "roomy,tight", "--seeds", "1", "--no-save",
+                 "--set", "workload.num_requests=40"]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if "the KV pool, not max_running_requests" in line]
+    assert len(notes) == 1 and notes[0].startswith("note: arm tight: ") and "a pool of 6,000 tokens" in notes[0], notes
