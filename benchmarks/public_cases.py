@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 from scipy.optimize import brentq
+from specsched.analysis.closed_loop import closed_loop_split, crossover
 from specsched.sim.acceptance import mean_accept_length
 from specsched.sim.analytic.cli import write_analytic_profile
 from specsched.sim.analytic.gpus import load_gpu
@@ -67,49 +68,6 @@ on real text: scenarios/batch1-ll.yaml). P1 states no acceptance; this is the as
 def rate_for(mean: float, gamma: int) -> float:
     """The constant per-position acceptance rate whose mean accept length is ``mean``."""
     return brentq(lambda r: mean_accept_length(np.full(gamma, r)) - mean, 1e-6, 1 - 1e-9)
-
-
-def closed_loop_split(conc: list[int], tok_s: list[float], output_len: float) -> tuple[float, float]:
-    """Split closed-loop throughputs into what a request costs alone and what each other
-    concurrent request adds to it.
-
-    In a closed loop of ``C`` clients running requests of ``output_len`` tokens back to back
-    (bench_serving ``--max-concurrency C`` with whole rounds: P1 sends 4 x C prompts), each
-    client finishes one request per lifetime ``L(C) = C x output_len / tok_s`` seconds
-    (TTFT plus every decode step). Fitting ``L(C) = a + b x C`` by least squares gives ``a``
-    (s): the lifetime with no one else running (``a / output_len`` is a lone request's time
-    per token), and ``b`` (s): what one more concurrent request adds to everyone's lifetime:
-    its own prefill, which stalls the running batch, plus the growth of the decode step with
-    batch. The split needs no assumption about the server; it says which of the two a
-    prediction misses.
-
-    Args:
-        conc: concurrencies (at least two distinct).
-        tok_s: output tok/s at each, > 0.
-        output_len: output tokens per request (the mean, where lengths vary).
-
-    Returns:
-        (a, b) in seconds.
-
-    Raises:
-        ValueError: fewer than two distinct concurrencies, or a throughput <= 0.
-    """
-    c = np.asarray(conc, dtype=float)
-    t = np.asarray(tok_s, dtype=float)
-    if len(set(conc)) < 2 or len(c) != len(t) or (t <= 0).any():
-        raise ValueError("need >= 2 distinct concurrencies and one positive throughput each")
-    b, a = np.polyfit(c, c * output_len / t, 1)
-    return float(a), float(b)
-
-
-def crossover(plain: tuple[float, float], spec: tuple[float, float]) -> float | None:
-    """The concurrency where speculation stops winning, from two :func:`closed_loop_split`
-    results: where ``a_spec + b_spec C = a_plain + b_plain C``. None when speculation never
-    loses (its per-request cost ``b`` is no larger) or never wins (its ``a`` is larger)."""
-    (ap, bp), (as_, bs) = plain, spec
-    if bs <= bp or as_ >= ap:
-        return None
-    return (ap - as_) / (bs - bp)
 
 
 def missing_split(d_plain: float, d_spec: float, out_len: float, window: int, accept: float) -> dict[str, tuple[float, float]]:

@@ -1,0 +1,143 @@
+"""Speculation against plain decoding over client concurrency: measured against predicted.
+
+    python benchmarks/closed_loop_crossover.py --spec RUNS [RUNS ...] --plain RUNS [RUNS ...] \\
+        --scenario scenarios/h200/closed-loop-crossover.yaml --spec-arm base --plain-arm nospec \\
+        --profile P [--seeds 1] [--min-conc 8] [--out report.md]
+
+RUNS: bench_serving result files or folders of them (``*.jsonl``, searched recursively), one
+run per concurrency (bench_serving ``--request-rate inf --max-concurrency C``; e.g. what
+``benchmarks/measure_sweep.py --concurrencies`` writes, or a real server's ``--output-file``).
+Each run is predicted with the scenario's arm at the run's concurrency and prompt count
+(``--profile``: a profile of the same machine), and the table gives measured and predicted
+median TTFT, p90 TTFT, median TPOT, median ITL and output tok/s. Below it, the closed-loop
+split of each arm's throughputs over the concurrencies >= ``--min-conc``
+(:func:`analysis.closed_loop.closed_loop_split`: a lone request's time per token ``a`` and
+what each concurrent request adds to every other's lifetime ``b``) and the concurrency where
+speculation stops winning, measured and predicted: which of the two a prediction misses
+(docs/analytic-profiles.md, "the closed-loop split"; the public MI355X DSpark report misses
+``b``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+from specsched.analysis.closed_loop import closed_loop_split, crossover
+from specsched.analysis.io import atomic_write_text
+from specsched.analysis.overrides import load_scenario_with_overrides, parse_overrides
+from specsched.sim.bench_serving import read_bench_runs
+from specsched.sim.cli_types import positive_int
+from specsched.sim.engine import run_scenario
+from specsched.sim.errors import ConfigError
+from specsched.sim.profile import load_profile
+
+METRICS = ("median_ttft_ms", "p90_ttft_ms", "median_tpot_ms", "median_itl_ms", "output_throughput")
+
+
+def runs_in(paths: list[str]) -> list:
+    """Every bench_serving run in ``paths`` (files, or folders searched for ``*.jsonl``)."""
+    files = [f for p in map(Path, paths) for f in (sorted(p.rglob("*.jsonl")) if p.is_dir() else [p])]
+    return [r for f in files for r in read_bench_runs(f)]
+
+
+def predict_arm(runs: list, scenario: str, arm: str, profile, seeds: int, overrides: dict | None = None) -> list[dict]:
+    """One row per run (by concurrency): the run's measured metrics and the arm's prediction
+    (mean over ``seeds`` seeds from the scenario's) at its max_concurrency and prompt count.
+
+    Raises:
+        ConfigError: a run without a max_concurrency (not a closed-loop run).
+    """
+    rows = []
+    for run in runs:
+        conc = run.args.get("max_concurrency")
+        if not conc:
+            raise ConfigError(run.source, "max_concurrency", conc, "a closed-loop run (--max-concurrency C)")
+        n = run.args.get("num_prompts") or run.summary.get("completed")
+        sc = load_scenario_with_overrides(scenario, arm, {**(overrides or {}), "workload.request_rate": math.inf,
+                                                          "workload.max_concurrency": int(conc),
+                                                          "workload.num_requests": int(n)})
+        sims = [run_scenario(sc, seed=sc.seed + i, profile=profile).summary for i in range(seeds)]
+        rows.append({"conc": int(conc), "run": run.source,
+                     **{f"meas_{m}": run.summary.get(m, math.nan) for m in METRICS},
+                     **{f"pred_{m}": float(np.mean([s[m] for s in sims])) for m in METRICS}})
+    return sorted(rows, key=lambda r: r["conc"])
+
+
+def split_of(rows: list[dict], which: str, output_len: float, min_conc: int) -> tuple[float, float] | None:
+    """``closed_loop_split`` of the rows' ``which`` (meas/pred) throughputs at concurrency >=
+    ``min_conc``; None with fewer than two such concurrencies."""
+    use = [r for r in rows if r["conc"] >= min_conc]
+    if len({r["conc"] for r in use}) < 2:
+        return None
+    return closed_loop_split([r["conc"] for r in use], [r[f"{which}_output_throughput"] for r in use], output_len)
+
+
+def _at(conc: float | None) -> str:
+    return "none (speculation never loses)" if conc is None else f"{conc:.0f}"
+
+
+def report(arms: dict[str, list[dict]], output_len: float, min_conc: int) -> str:
+    """The markdown report: per-run table, then each arm's split and the crossover."""
+    lines = ["| arm | C | " + " | ".join(f"{m} meas / pred (err)" for m in METRICS) + " |",
+             "|---|---:|" + "---:|" * len(METRICS)]
+    for name, rows in arms.items():
+        for r in rows:
+            cells = []
+            for m in METRICS:
+                meas, pred = r[f"meas_{m}"], r[f"pred_{m}"]
+                err = (pred / meas - 1) * 100 if meas else math.nan
+                cells.append(f"{meas:,.2f} / {pred:,.2f} ({err:+.1f} %)")
+            lines.append(f"| {name} | {r['conc']} | " + " | ".join(cells) + " |")
+    lines += ["", f"Closed-loop split over C >= {min_conc} (a: a lone request's ms per output token; b: ms each "
+              "concurrent request adds to every other's lifetime):", "",
+              "| arm | a measured | a predicted | b measured | b predicted |", "|---|---:|---:|---:|---:|"]
+    splits = {}
+    for name, rows in arms.items():
+        meas, pred = split_of(rows, "meas", output_len, min_conc), split_of(rows, "pred", output_len, min_conc)
+        splits[name] = (meas, pred)
+        if meas and pred:
+            lines.append(f"| {name} | {meas[0] / output_len * 1e3:.2f} | {pred[0] / output_len * 1e3:.2f} | "
+                         f"{meas[1] * 1e3:.1f} | {pred[1] * 1e3:.1f} |")
+    if len(splits) == 2 and all(m and p for m, p in splits.values()):
+        (sm, sp), (pm, pp) = splits["spec"], splits["plain"]
+        cm, cp = crossover(pm, sm), crossover(pp, sp)
+        lines += ["", f"Crossover concurrency (speculation stops winning): measured {_at(cm)}, predicted {_at(cp)}."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--spec", nargs="+", required=True, help="bench_serving runs of the speculative arm")
+    ap.add_argument("--plain", nargs="+", required=True, help="bench_serving runs without speculation")
+    ap.add_argument("--scenario", required=True)
+    ap.add_argument("--spec-arm", default="base")
+    ap.add_argument("--plain-arm", default="nospec")
+    ap.add_argument("--profile", required=True, help="profile of the machine that measured the runs")
+    ap.add_argument("--seeds", type=positive_int, default=1, help="seeds per prediction (default 1)")
+    ap.add_argument("--min-conc", type=positive_int, default=8, help="smallest concurrency in the split (default 8)")
+    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="scenario overrides for every prediction (the runs' lengths, say)")
+    ap.add_argument("--out", type=Path, help="also write the report here (markdown)")
+    a = ap.parse_args(argv)
+    try:
+        profile, overrides = load_profile(a.profile), parse_overrides(a.set)
+        arms = {"spec": predict_arm(runs_in(a.spec), a.scenario, a.spec_arm, profile, a.seeds, overrides),
+                "plain": predict_arm(runs_in(a.plain), a.scenario, a.plain_arm, profile, a.seeds, overrides)}
+        output_len = load_scenario_with_overrides(a.scenario, a.spec_arm, overrides).workload.output_len.value
+    except ConfigError as e:
+        print(f"{ap.prog}: error: {e}", file=sys.stderr)
+        return 2
+    text = report(arms, float(output_len), a.min_conc)
+    print(text)
+    if a.out:
+        atomic_write_text(a.out, f"`python benchmarks/closed_loop_crossover.py {' '.join(argv or sys.argv[1:])}`\n\n"
+                          + text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
