@@ -76,6 +76,16 @@ def split_of(rows: list[dict], which: str, output_len: float, min_conc: int) -> 
     return closed_loop_split([r["conc"] for r in use], [r[f"{which}_output_throughput"] for r in use], output_len)
 
 
+def write_validate_csv(path: Path, arms: dict[str, list[dict]], cell: str) -> None:
+    """Every figure of every run as a validate.csv row, the run's cell named ``CELL@C``."""
+    import pandas as pd
+
+    rows = [{"cell": f"{cell}@{r['conc']}", "arm": arm, "metric": m, "predicted": r[f"pred_{m}"],
+             "measured": r[f"meas_{m}"], "error_pct": (r[f"pred_{m}"] / r[f"meas_{m}"] - 1) * 100}
+            for arm, runs in arms.items() for r in runs for m in METRICS]
+    atomic_write_text(path, pd.DataFrame(rows).to_csv(index=False))
+
+
 def _at(conc: float | None) -> str:
     return "none (speculation never loses)" if conc is None else f"{conc:.0f}"
 
@@ -122,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                     help="scenario overrides for every prediction (the runs' lengths, say)")
     ap.add_argument("--out", type=Path, help="also write the report here (markdown)")
+    ap.add_argument("--csv", type=Path, help="also write every figure as gpu_validate's validate.csv rows (cell "
+                                             "SCENARIO@C, arm, metric, predicted, measured, error_pct), which "
+                                             "benchmarks/h200_scoreboard.py reads")
     a = ap.parse_args(argv)
     try:
         profile, overrides = load_profile(a.profile), parse_overrides(a.set)
@@ -132,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{ap.prog}: error: {e}", file=sys.stderr)
         return 2
     text = report(arms, float(output_len), a.min_conc)
+    if a.csv:
+        cell = Path(a.scenario).stem
+        write_validate_csv(a.csv, {a.spec_arm: arms["spec"], a.plain_arm: arms["plain"]}, cell)
     print(text)
     if a.out:
         atomic_write_text(a.out, f"`python benchmarks/closed_loop_crossover.py {' '.join(argv or sys.argv[1:])}`\n\n"

@@ -28,8 +28,13 @@ def test_a_simulated_sweep_read_back_predicts_itself(tmp_path, capsys):
     tool = load_benchmark("closed_loop_crossover")
     spec, plain = _sweep(tmp_path, "base", (2, 4, 6)), _sweep(tmp_path, "nospec", (2, 4, 6))
     args = ["--spec", spec, "--plain", plain, "--scenario", str(CELL), "--profile", "h200-1b", "--min-conc", "2",
-            "--set", *(f"{k}={v}" for k, v in SMALL.items())]
+            "--csv", str(tmp_path / "validate.csv"), "--set", *(f"{k}={v}" for k, v in SMALL.items())]
     assert tool.main(args) == 0
+    import pandas as pd
+
+    rows = pd.read_csv(tmp_path / "validate.csv")
+    assert len(rows) == 30 and set(rows["arm"]) == {"base", "nospec"} and (rows["error_pct"] == 0).all()
+    assert set(rows["cell"]) == {"closed-loop-crossover@2", "closed-loop-crossover@4", "closed-loop-crossover@6"}
     text = capsys.readouterr().out
     errors = [float(e) for e in re.findall(r"\(([+-]\d+\.\d) %\)", text)]
     assert len(errors) == 2 * 3 * 5 and all(e == 0.0 for e in errors)
