@@ -175,7 +175,10 @@ def _describe(docs: Path, csv: Path) -> Call | None:
         preset, source = md_presets.pop(), "round page command" + ("" if mine else "s")
 
     profile, fresh = "", "not recorded"
-    used = next((c["profile"] for c in mine if "profile" in c), "")
+    env_profile = re.search(r"^profile\W+(docs/measurements/\S+)", env.read_text(errors="replace"), re.M) \
+        if env.exists() else None
+    # a call made by another script than gpu_validate names its profile in environment.txt
+    used = next((c["profile"] for c in mine if "profile" in c), "") or (env_profile.group(1) if env_profile else "")
     if made:
         profile, fresh = made.group(1), "yes"
     elif used:

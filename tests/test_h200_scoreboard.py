@@ -96,6 +96,21 @@ def test_profile_carried_back_from_out_is_made_on_the_machine(tmp_path):
     assert fresh[7] == "not recorded"
 
 
+def test_a_profile_named_in_environment_txt_is_an_earlier_rounds(tmp_path):
+    """A call measured by another script than gpu_validate (benchmarks/closed_loop_crossover.py
+    --csv) names its profile in environment.txt: another round's folder is not this machine's."""
+    docs = tmp_path / "measurements"
+    _csv(docs / "h100-v9" / "validate.csv", {"median_ttft_ms": 1.0})
+    (docs / "h100-v9" / "environment.txt").write_text(
+        "preset: 8b\nprofile: docs/measurements/h100-v8/p/gpu-8b.yaml (another lease)\n")
+    _csv(docs / "h100-v10" / "validate.csv", {"median_ttft_ms": 2.0})
+    (docs / "h100-v10" / "environment.txt").write_text("preset: 8b\n")
+    df, _ = load(docs)
+    tags = df.groupby("round").agg(fresh=("fresh", "first"), profile=("profile", "first"), preset=("preset", "first"))
+    assert tags.loc[9].tolist() == ["no", "docs/measurements/h100-v8/p/gpu-8b.yaml", "8b"]
+    assert tags.loc[10, "fresh"] == "not recorded"
+
+
 def test_value_not_a_number_is_one_line_exit_2(tmp_path, capsys):
     docs = tmp_path / "measurements"
     _tree(docs)
