@@ -333,3 +333,18 @@ def test_an_error_cell_without_an_error_says_why():
     assert holdout._pct_cell(1.0, 0.0) == "n/a (measured 0)"
     assert holdout._pct_cell(float("nan"), 1.0) == "n/a (not predicted)"
     assert holdout._pct_cell(None, 1.0) == "n/a (not predicted)"
+
+
+def test_a_miss_inside_one_runs_draw_interval_is_said_and_a_concurrency_load_is_named():
+    """The verdict's sentence counts the held-out misses (beyond 10 %) that lie inside one run's
+    5-95 % draw interval around the prediction; a closed-loop load reads as its concurrency."""
+    held = [{"run": "a", "metric": "median_itl_ms", "after": 100.0, "measured": 115.0},   # miss, inside +20 %
+            {"run": "a", "metric": "median_ttft_ms", "after": 100.0, "measured": 130.0},  # miss, outside
+            {"run": "b", "metric": "median_itl_ms", "after": 100.0, "measured": 103.0}]   # no miss
+    spreads = {"a": {"median_itl_ms": (8.0, -5.0, 20.0), "median_ttft_ms": (5.0, -8.0, 9.0)},
+               "b": {"median_itl_ms": (1.0, -1.0, 1.0)}}
+    text = holdout.within_draw_spread(held, spreads)
+    assert text is not None and text.startswith("Of the 2 held-out figure(s) beyond 10 %, 1 lie inside")
+    assert holdout.within_draw_spread(held[2:], spreads) is None
+    assert holdout._load_label({"rate": math.inf, "conc": 32}) == "max concurrency 32"
+    assert holdout._load_label({"rate": 8.0, "conc": None}) == "8.0 req/s"
