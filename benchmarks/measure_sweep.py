@@ -69,11 +69,26 @@ class LoadPoint:
     max_concurrency: int | None = None
 
 
-def load_points(rates: str | None, concurrencies: str | None) -> list[LoadPoint]:
-    """The sweep's loads from ``--rates`` or ``--concurrencies`` (comma-separated)."""
+def concurrency_overrides(kind: str, c: int) -> tuple[str, ...]:
+    """The scenario keys that run a workload of ``kind`` at client concurrency ``c``: a
+    closed loop's and a multi-turn workload's ``concurrency`` (they read no
+    ``max_concurrency``: set there, it was ignored and every point ran at the file's
+    concurrency under another point's name), a trace's ``max_concurrency`` (its own send
+    times), and otherwise ``--request-rate inf --max-concurrency c`` (a burst sends as that
+    without the cap)."""
+    if kind in ("closed_loop", "multi_turn"):
+        return (f"workload.concurrency={c}",)
+    if kind == "trace":
+        return (f"workload.max_concurrency={c}",)
+    return (*(("workload.kind=poisson",) if kind == "burst" else ()), "workload.request_rate=.inf",
+            f"workload.max_concurrency={c}")
+
+
+def load_points(rates: str | None, concurrencies: str | None, kind: str = "poisson") -> list[LoadPoint]:
+    """The sweep's loads from ``--rates`` or ``--concurrencies`` (comma-separated), the latter
+    for a workload of ``kind`` (:func:`concurrency_overrides`)."""
     if concurrencies is not None:
-        return [LoadPoint(f"conc{c}", ("workload.request_rate=.inf", f"workload.max_concurrency={c}"), c)
-                for c in _ints(concurrencies)]
+        return [LoadPoint(f"conc{c}", concurrency_overrides(kind, c), c) for c in _ints(concurrencies)]
     return [LoadPoint(f"rate{r:g}", (f"workload.request_rate={r:g}",)) for r in _floats(rates or "")]
 
 
@@ -136,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     seeds = _ints(a.seeds)
     base = parse_overrides(a.set)
-    points = load_points(a.rates, a.concurrencies)
+    kind = load_scenario_with_overrides(a.scenario, a.arm, a.set).workload.kind if a.concurrencies else "poisson"
+    points = load_points(a.rates, a.concurrencies, kind)
     scenarios = {p: load_scenario_with_overrides(a.scenario, a.arm, [*a.set, *p.overrides]) for p in points}
     runs_dir, lines_dir = a.out / "runs", a.out / "bench_serving"
     runs_dir.mkdir(parents=True, exist_ok=True)
@@ -161,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
                     say(f"skipped {name} (deadline)")
                     continue
                 try:
-                    if eng is None:
+                    if eng is None or not eng.accepts(scenarios[r]):   # another engine where the load resizes one
                         eng = RuntimeEngine(scenarios[r], preset=a.preset, device=a.device, seed=seed)
                     else:
                         eng.set_scenario(scenarios[r])

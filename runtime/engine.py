@@ -246,8 +246,15 @@ def served_for(scenario: Scenario, seed: int) -> tuple[list, list[tuple[int, int
 
 
 # workload fields that only time the client's sends (bench_serving's --request-rate and
-# --max-concurrency): an engine's model, pool, rows and graphs do not depend on them
+# --max-concurrency; a closed loop's concurrency): an engine's model, pool, rows and graphs do
+# not depend on them
 _SEND_TIMING = {"request_rate": None, "max_concurrency": None}
+
+
+def _sends_aside(w: Any) -> Any:
+    """Workload ``w`` without the fields that only time its sends (:data:`_SEND_TIMING`; a
+    closed loop's ``concurrency`` too: its clients are the run's, its requests the same)."""
+    return w.model_copy(update={**_SEND_TIMING, **({"concurrency": None} if w.kind == "closed_loop" else {})})
 
 
 def _served_key(specs: list) -> list:
@@ -468,8 +475,8 @@ class RuntimeEngine(LoopHost):
     def accepts(self, scenario: Scenario) -> bool:
         """Whether :meth:`set_scenario` can take ``scenario``: the same window, running
         slots, KV pool (max_total_num_tokens bounds the device pool), captured graph batch
-        sizes and extend buckets, drafter and workload (the request rate and the client's
-        max_concurrency may differ: both only time the sends), and the same requests as the
+        sizes and extend buckets, drafter and workload (the request rate, the client's
+        max_concurrency and a closed loop's concurrency may differ: they only time the sends), and the same requests as the
         server runs them (an arm's ``context_length`` or ``allow_auto_truncate`` cuts other
         outputs), i.e. what sizes the model, the KV pool, the request rows and the captured
         graphs."""
@@ -481,7 +488,7 @@ class RuntimeEngine(LoopHost):
                 and a.server.graph_batch_sizes == b.server.graph_batch_sizes
                 and a.server.prefill_graph_tokens == b.server.prefill_graph_tokens
                 and a.server.speculative_algorithm == b.server.speculative_algorithm
-                and a.workload.model_copy(update=_SEND_TIMING) == b.workload.model_copy(update=_SEND_TIMING)):
+                and _sends_aside(a.workload) == _sends_aside(b.workload)):
             return False
         try:
             specs, _ = served_for(scenario, self.seed)

@@ -101,6 +101,31 @@ def test_a_concurrency_sweep_runs_on_one_engine_and_its_lines_order_by_concurren
     assert rows[0].startswith("rate,max_concurrency,") and [r.split(",")[1] for r in rows[1:]] == ["1", "3"]
 
 
+def test_a_concurrency_sweep_of_a_closed_loop_runs_each_point_at_its_concurrency(tmp_path, monkeypatch):
+    """measure_sweep --concurrencies on a closed-loop scenario (kind closed_loop reads
+    ``concurrency``, not ``max_concurrency``): every point ran at the file's concurrency while
+    sweep.csv named the point's. Each point now runs at its own, on one engine."""
+    from specsched.runtime import engine as runtime_engine
+
+    built = []
+    real = runtime_engine.RuntimeEngine.__init__
+
+    def counting(self, *args, **kwargs):
+        built.append(1)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(runtime_engine.RuntimeEngine, "__init__", counting)
+    sweep = load_benchmark("measure_sweep")
+    out = tmp_path / "sweep"
+    assert sweep.main(["scenarios/h200/window2-closed.yaml", "--device", "cpu", "--preset", "tiny",
+                       "--concurrencies", "1,2", "--set", "workload.num_requests=3",
+                       "--set", "workload.output_len.value=3", "--set", "workload.input_len.value=40",
+                       "--out", str(out)]) == 0
+    assert len(built) == 1
+    runs = [parse_run(json.loads(p.read_text()), p.name) for p in sorted((out / "bench_serving").glob("*.jsonl"))]
+    assert [r.args.get("max_concurrency") for r in runs] == [1, 2]
+
+
 def test_bench_from_measured_writes_send_times_and_drops_what_it_is_told(tmp_path):
     from specsched.sim.engine import run_scenario
     from specsched.sim.results import write_results
