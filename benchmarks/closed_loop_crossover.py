@@ -39,9 +39,39 @@ METRICS = ("median_ttft_ms", "p90_ttft_ms", "median_tpot_ms", "median_itl_ms", "
 
 
 def runs_in(paths: list[str]) -> list:
-    """Every bench_serving run in ``paths`` (files, or folders searched for ``*.jsonl``)."""
+    """Every bench_serving run in ``paths`` (files, or folders searched for ``*.jsonl``).
+
+    Raises:
+        ConfigError: a file that is not bench_serving output, or no run at all (an empty
+            folder gave an empty table and exit 0).
+    """
     files = [f for p in map(Path, paths) for f in (sorted(p.rglob("*.jsonl")) if p.is_dir() else [p])]
-    return [r for f in files for r in read_bench_runs(f)]
+    runs = [r for f in files for r in read_bench_runs(f)]
+    if not runs:
+        raise ConfigError(" ".join(paths), "<runs>", 0, "no bench_serving run in it (a result file, or a folder of "
+                          "*.jsonl ones)")
+    return runs
+
+
+def length_note(run, scenario) -> str | None:
+    """A ``warning:`` line when ``run`` (bench_serving's random dataset) sent other lengths
+    than ``scenario``'s workload, which the prediction runs: the figures would be compared
+    against requests the run did not send. None when they agree or the run does not say."""
+    if run.args.get("dataset_name") != "random":
+        return None
+    w, said = scenario.workload, []
+    for key, dist in (("random_input_len", w.input_len), ("random_output_len", w.output_len)):
+        v = run.args.get(key)
+        if v is None or dist is None or dist.kind == "file":
+            continue
+        ratio, own = run.args.get("random_range_ratio"), dist.range_ratio if dist.kind == "uniform" else 1.0
+        if int(v) != dist.value:
+            said.append(f"{key} {v:g} (the scenario's {dist.value}: --set workload.{key[7:]}.value={v:g})")
+        elif ratio is not None and float(ratio) != own:
+            said.append(f"random_range_ratio {ratio:g} on {key} (the scenario's {own:g})")
+    if not said:
+        return None
+    return f"warning: {run.source}: the run sent {', '.join(said)}; predicted with the scenario's lengths"
 
 
 def predict_arm(runs: list, scenario: str, arm: str, profile, seeds: int, overrides: dict | None = None) -> list[dict]:
@@ -57,9 +87,18 @@ def predict_arm(runs: list, scenario: str, arm: str, profile, seeds: int, overri
         if not conc:
             raise ConfigError(run.source, "max_concurrency", conc, "a closed-loop run (--max-concurrency C)")
         n = run.args.get("num_prompts") or run.summary.get("completed")
+        if not n:
+            raise ConfigError(run.source, "num_prompts", "<missing>", "the run's prompt count (num_prompts, or "
+                              "completed), which each prediction sends")
         sc = load_scenario_with_overrides(scenario, arm, {**(overrides or {}), "workload.request_rate": math.inf,
                                                           "workload.max_concurrency": int(conc),
                                                           "workload.num_requests": int(n)})
+        acc = run.summary.get("accept_length")
+        if acc is not None and acc > 1 and not sc.server.speculative_algorithm.enabled:
+            raise ConfigError(run.source, "accept_length", f"{acc:.3g}", f"a run with speculative decoding, given as "
+                              f"arm {arm!r}'s, which runs none (--spec and --plain runs mixed?)")
+        if (note := length_note(run, sc)) is not None:
+            print(note, file=sys.stderr)
         sims = [run_scenario(sc, seed=sc.seed + i, profile=profile).summary for i in range(seeds)]
         rows.append({"conc": int(conc), "run": run.source,
                      **{f"meas_{m}": run.summary.get(m, math.nan) for m in METRICS},
@@ -71,9 +110,22 @@ def split_of(rows: list[dict], which: str, output_len: float, min_conc: int) -> 
     """``closed_loop_split`` of the rows' ``which`` (meas/pred) throughputs at concurrency >=
     ``min_conc``; None with fewer than two such concurrencies."""
     use = [r for r in rows if r["conc"] >= min_conc]
-    if len({r["conc"] for r in use}) < 2:
+    if split_gap(rows, which, min_conc) is not None:
         return None
     return closed_loop_split([r["conc"] for r in use], [r[f"{which}_output_throughput"] for r in use], output_len)
+
+
+def split_gap(rows: list[dict], which: str, min_conc: int) -> str | None:
+    """Why :func:`split_of` has no split for ``rows`` (``which``: meas/pred), None when it has one."""
+    use = [r for r in rows if r["conc"] >= min_conc]
+    concs = sorted({r["conc"] for r in use})
+    if len(concs) < 2:
+        have = ", ".join(str(c) for c in sorted({r["conc"] for r in rows}))
+        return f"it needs runs at two concurrencies >= {min_conc} (--min-conc); the runs are at C = {have}"
+    bad = [r["conc"] for r in use if not (r[f"{which}_output_throughput"] > 0)]   # NaN too
+    if bad:
+        return f"output throughput not a positive number at C = {', '.join(map(str, bad))}"
+    return None
 
 
 def write_validate_csv(path: Path, arms: dict[str, list[dict]], cell: str) -> None:
@@ -81,13 +133,24 @@ def write_validate_csv(path: Path, arms: dict[str, list[dict]], cell: str) -> No
     import pandas as pd
 
     rows = [{"cell": f"{cell}@{r['conc']}", "arm": arm, "metric": m, "predicted": r[f"pred_{m}"],
-             "measured": r[f"meas_{m}"], "error_pct": (r[f"pred_{m}"] / r[f"meas_{m}"] - 1) * 100}
+             "measured": r[f"meas_{m}"],
+             "error_pct": (r[f"pred_{m}"] / r[f"meas_{m}"] - 1) * 100 if r[f"meas_{m}"] else math.nan}
             for arm, runs in arms.items() for r in runs for m in METRICS]
     atomic_write_text(path, pd.DataFrame(rows).to_csv(index=False))
 
 
-def _at(conc: float | None) -> str:
-    return "none (speculation never loses)" if conc is None else f"{conc:.0f}"
+def _at(plain: tuple[float, float], spec: tuple[float, float]) -> str:
+    """Where speculation stops winning (:func:`crossover`), or why it has no such point: it
+    never loses, never wins, or loses alone and wins from some concurrency on."""
+    conc = crossover(plain, spec)
+    if conc is not None:
+        return f"{conc:.0f}"
+    (ap, bp), (as_, bs) = plain, spec
+    if as_ < ap:
+        return "none (speculation never loses)"
+    if bs < bp:
+        return f"none (speculation loses alone and wins from C = {(as_ - ap) / (bp - bs):.0f} on)"
+    return "none (speculation never wins)"
 
 
 def report(arms: dict[str, list[dict]], output_len: float, min_conc: int) -> str:
@@ -105,17 +168,22 @@ def report(arms: dict[str, list[dict]], output_len: float, min_conc: int) -> str
     lines += ["", f"Closed-loop split over C >= {min_conc} (a: a lone request's ms per output token; b: ms each "
               "concurrent request adds to every other's lifetime):", "",
               "| arm | a measured | a predicted | b measured | b predicted |", "|---|---:|---:|---:|---:|"]
-    splits = {}
+    splits, notes = {}, []
     for name, rows in arms.items():
         meas, pred = split_of(rows, "meas", output_len, min_conc), split_of(rows, "pred", output_len, min_conc)
         splits[name] = (meas, pred)
+        for which, what in (("meas", "measured"), ("pred", "predicted")):
+            if (why := split_gap(rows, which, min_conc)) is not None:
+                notes.append(f"No {what} split for arm {name}: {why}.")
         if meas and pred:
             lines.append(f"| {name} | {meas[0] / output_len * 1e3:.2f} | {pred[0] / output_len * 1e3:.2f} | "
                          f"{meas[1] * 1e3:.1f} | {pred[1] * 1e3:.1f} |")
+    if notes:
+        lines += ["", *notes]
     if len(splits) == 2 and all(m and p for m, p in splits.values()):
         (sm, sp), (pm, pp) = splits["spec"], splits["plain"]
-        cm, cp = crossover(pm, sm), crossover(pp, sp)
-        lines += ["", f"Crossover concurrency (speculation stops winning): measured {_at(cm)}, predicted {_at(cp)}."]
+        lines += ["", f"Crossover concurrency (speculation stops winning): measured {_at(pm, sm)}, "
+                  f"predicted {_at(pp, sp)}."]
     return "\n".join(lines) + "\n"
 
 
