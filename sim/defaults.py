@@ -754,10 +754,20 @@ def kv_pool_note(scenario: Any, summary: dict[str, Any]) -> str | None:
     if srv.swa_max_total_num_tokens:
         where += f"; SWA pool {srv.swa_max_total_num_tokens:,}"
     larger = "server.mem_fraction_static or server.max_total_num_tokens" if filled else "server.max_total_num_tokens"
+    # the counts are one scheduler's: a DP-attention rank's (its own pool, max_running_requests /
+    # dp_size) or a DP replica's (sim/scheduler_sums.py takes the largest one's peaks)
+    cap, on, each = f"max_running_requests {srv.max_running_requests}", "", ""
+    if srv.dp_size > 1 and srv.enable_dp_attention:
+        from specsched.sim.dp_attention import rank_server_args
+
+        cap += f": {rank_server_args(srv).max_running_requests} a rank"
+        on, each = " on one DP-attention rank", " a rank"
+    elif srv.dp_size > 1:
+        on, each = f" on one of the {srv.dp_size} DP replicas", " a replica"
     return (f"note: the KV pool, not max_running_requests, capped the running batch: at most "
-            f"{summary['kv_refused_running_peak']} requests ran (max_running_requests {srv.max_running_requests}) "
+            f"{summary['kv_refused_running_peak']} requests ran{on} ({cap}) "
             f"while up to {summary['kv_refused_waiting_peak']} waited; {passes:,} admission passes stopped for lack "
-            f"of KV tokens (SGLang's PrefillAdder: NO_TOKEN) in a pool of {srv.max_total_num_tokens:,} tokens "
+            f"of KV tokens (SGLang's PrefillAdder: NO_TOKEN) in a pool of {srv.max_total_num_tokens:,} tokens{each} "
             f"({where}). To run more at once: a larger pool ({larger}), shorter prompts or max output tokens (each "
             f"admission reserves its prompt and up to {CLIP_MAX_NEW_TOKENS:,} output tokens), or more GPUs (a "
             "profile with a larger --tp)")

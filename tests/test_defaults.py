@@ -1065,3 +1065,26 @@ def test_compare_names_the_arm_whose_kv_pool_capped_the_batch(tmp_path, capsys, 
                  "--set", "workload.num_requests=40"]) == 0
     notes = [line for line in capsys.readouterr().err.splitlines() if "the KV pool, not max_running_requests" in line]
     assert len(notes) == 1 and notes[0].startswith("note: arm tight: ") and "a pool of 6,000 tokens" in notes[0], notes
+
+
+@pytest.mark.parametrize("sets, said", [
+    ({}, "at most 13 requests ran (max_running_requests 32) while up to 10 waited; 26 admission passes stopped for "
+         "lack of KV tokens (SGLang's PrefillAdder: NO_TOKEN) in a pool of 14,000 tokens (max_total_num_tokens)"),
+    ({"server.enable_dp_attention": True, "server.dp_size": 2, "server.tp_size": 2},
+     "at most 13 requests ran on one DP-attention rank (max_running_requests 32: 16 a rank) while up to 10 waited; "
+     "26 admission passes stopped for lack of KV tokens (SGLang's PrefillAdder: NO_TOKEN) in a pool of 14,000 tokens "
+     "a rank"),
+    ({"server.dp_size": 2}, "at most 13 requests ran on one of the 2 DP replicas (max_running_requests 32)"),
+])
+def test_the_kv_pool_note_says_a_dp_rank_s_counts_as_one_rank_s(sets, said):
+    """The scheduler's counts are one scheduler's under DP (a DP-attention rank's, a replica's:
+    the largest one's peaks): the note set a rank's 13 running against the server's 32 (a rank
+    runs at most 16) and did not say the pool is each rank's."""
+    from specsched.analysis.overrides import load_scenario_with_overrides
+    from specsched.sim.defaults import kv_pool_note
+
+    from tests.conftest import ROOT
+
+    sc = load_scenario_with_overrides(ROOT / "scenarios" / "h200" / "kv-retract.yaml", "base", sets)
+    note = kv_pool_note(sc, {"kv_refused_passes": 26, "kv_refused_running_peak": 13, "kv_refused_waiting_peak": 10})
+    assert said in note, note
