@@ -73,10 +73,12 @@ _GPU_ID = re.compile(r"\[gpu(?:_id)?=(?P<gpu>\d+)\]\s*$")
 in ``srt/server.py``), no time. Each data-parallel worker logs its own lines under its GPU id:
 the rank ``gpu=N``. 0.2.14 on: the ``[HH:MM:SS TPn]`` prefix (``configure_logger``)."""
 _WRAPPER_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
-                           r"|\b[A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2}(?:\.\d+)?|\d{2}:\d{2}:\d{2}(?:[.,]\d+)?")
+                           r"|\b[A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2}(?:\.\d+)?|\d{2}:\d{2}:\d{2}(?:[.,]\d+)?"
+                           r"|\b\d{4}([-/.])\d{1,2}\1\d{1,2}\b|\b\d{1,2}([-/.])\d{1,2}\2\d{4}\b")
 """A time a wrapper puts before SGLang's prefix (RFC 3339 of ``docker compose logs -t``,
-``kubectl logs --timestamps``; journald's ``Mar 02 08:00:00``; a time of day): not part of
-the line's source (:func:`_source`)."""
+``kubectl logs --timestamps``; journald's ``Mar 02 08:00:00``; a time of day; a date apart
+from it, ``2026/03/02 08:01:00`` or ``02.03.2026``): not part of the line's source
+(:func:`_source`). A date kept there named a log that ran past midnight as two servers."""
 MAX_SOURCES = 32
 """At most this many sources (:func:`_source`) are told apart in one log, and at most one for
 every two batch lines; a prefix that takes more values (a per-line counter or id a shipper

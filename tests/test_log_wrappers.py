@@ -396,6 +396,19 @@ def test_replicas_named_only_by_a_digit_are_told_apart(tmp_path, capsys, prefixe
     assert "warning" not in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("stamp", ["{d}/03/2026", "2026/03/{d}", "2026.03.{d}", "2026-03-{d}"])
+def test_one_server_logged_past_midnight_under_a_wrappers_date_is_one_server(tmp_path, stamp):
+    """A wrapper's date apart from its time (``2026/03/02 08:01:00 `` of a process supervisor or
+    a logger that writes slashes) is no server's name: with replicas told apart by their digits,
+    a log that ran past midnight read as two servers, one a day."""
+    lines = (LOGS / "sglang-0.5.23.log").read_text().splitlines()
+    f = tmp_path / "dated.log"
+    f.write_text("".join(f"{stamp.format(d='02' if i < len(lines) // 2 else '03')} 08:00:0{i % 10} {x}\n"
+                         for i, x in enumerate(lines)))
+    log = parse_server_log(f)
+    assert len(log) == len(parse_server_log(LOGS / "sglang-0.5.23.log")) and log["source"].nunique() == 1
+
+
 def test_a_json_records_time_field_reads_as_a_time_or_not_at_all():
     """What :func:`sim.log_lines.wrapper_time` takes for a time: ISO 8601 (logging's asctime comma,
     a zone put on UTC) and epoch s/ms/us/ns; a small number (a duration, a counter) is none."""
