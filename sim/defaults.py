@@ -764,9 +764,11 @@ def kv_pool_note(scenario: Any, summary: dict[str, Any]) -> str | None:
         on, each = " on one DP-attention rank", " a rank"
     elif srv.dp_size > 1:
         on, each = f" on one of the {srv.dp_size} DP replicas", " a replica"
-    return (f"note: the KV pool, not max_running_requests, capped the running batch: at most "
-            f"{summary['kv_refused_running_peak']} requests ran{on} ({cap}) "
-            f"while up to {summary['kv_refused_waiting_peak']} waited; {passes:,} admission passes stopped for lack "
+    # the peaks are those of the passes KV stopped, not the run's: the batch may have reached
+    # the cap at another time (short prompts early, long ones later)
+    return (f"note: the KV pool, not max_running_requests, capped the running batch: it kept requests out with at "
+            f"most {summary['kv_refused_running_peak']} running{on} ({cap}) "
+            f"and up to {summary['kv_refused_waiting_peak']} waiting; {passes:,} admission passes stopped for lack "
             f"of KV tokens (SGLang's PrefillAdder: NO_TOKEN) in a pool of {srv.max_total_num_tokens:,} tokens{each} "
             f"({where}). To run more at once: a larger pool ({larger}), shorter prompts or max output tokens (each "
             f"admission reserves its prompt and up to {CLIP_MAX_NEW_TOKENS:,} output tokens), or more GPUs (a "

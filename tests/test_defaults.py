@@ -698,7 +698,7 @@ def test_a_run_whose_kv_pool_caps_the_batch_below_max_running_requests_says_so(t
     notes = [line for line in err.splitlines() if "the KV pool, not max_running_requests" in line]
     assert len(notes) == 1, err
     note = notes[0]
-    m = re.search(r"at most (\d+) requests ran \(max_running_requests 1024\) while up to (\d+) waited; "
+    m = re.search(r"with at most (\d+) running \(max_running_requests 1024\) and up to (\d+) waiting; "
                   r"([\d,]+) admission passes stopped for lack of KV tokens .* in a pool of 6,000 tokens", note)
     assert m is not None, note
     ran, waited, passes = int(m[1]), int(m[2]), int(m[3].replace(",", ""))
@@ -1068,13 +1068,13 @@ def test_compare_names_the_arm_whose_kv_pool_capped_the_batch(tmp_path, capsys, 
 
 
 @pytest.mark.parametrize("sets, said", [
-    ({}, "at most 13 requests ran (max_running_requests 32) while up to 10 waited; 26 admission passes stopped for "
+    ({}, "at most 13 running (max_running_requests 32) and up to 10 waiting; 26 admission passes stopped for "
          "lack of KV tokens (SGLang's PrefillAdder: NO_TOKEN) in a pool of 14,000 tokens (max_total_num_tokens)"),
     ({"server.enable_dp_attention": True, "server.dp_size": 2, "server.tp_size": 2},
-     "at most 13 requests ran on one DP-attention rank (max_running_requests 32: 16 a rank) while up to 10 waited; "
+     "at most 13 running on one DP-attention rank (max_running_requests 32: 16 a rank) and up to 10 waiting; "
      "26 admission passes stopped for lack of KV tokens (SGLang's PrefillAdder: NO_TOKEN) in a pool of 14,000 tokens "
      "a rank"),
-    ({"server.dp_size": 2}, "at most 13 requests ran on one of the 2 DP replicas (max_running_requests 32)"),
+    ({"server.dp_size": 2}, "at most 13 running on one of the 2 DP replicas (max_running_requests 32)"),
 ])
 def test_the_kv_pool_note_says_a_dp_rank_s_counts_as_one_rank_s(sets, said):
     """The scheduler's counts are one scheduler's under DP (a DP-attention rank's, a replica's:
@@ -1088,3 +1088,24 @@ def test_the_kv_pool_note_says_a_dp_rank_s_counts_as_one_rank_s(sets, said):
     sc = load_scenario_with_overrides(ROOT / "scenarios" / "h200" / "kv-retract.yaml", "base", sets)
     note = kv_pool_note(sc, {"kv_refused_passes": 26, "kv_refused_running_peak": 13, "kv_refused_waiting_peak": 10})
     assert said in note, note
+
+
+def test_the_kv_pool_note_does_not_give_a_refused_pass_s_running_as_the_run_s_most():
+    """Short prompts first filled max_running_requests 12; longer ones later found the pool
+    full with 9 running. The note said "at most 9 requests ran (max_running_requests 12)": the
+    peak of the passes KV stopped, given as the run's, which ran 12 at once."""
+    from specsched.analysis.overrides import load_scenario_with_overrides
+    from specsched.sim.defaults import kv_pool_note
+    from specsched.sim.engine import run_scenario
+
+    from tests.conftest import ROOT
+
+    sc = load_scenario_with_overrides(ROOT / "scenarios" / "h200" / "kv-retract.yaml", "base", {
+        "workload.kind": "poisson", "workload.request_rate": 20, "workload.num_requests": 120,
+        "workload.input_len.kind": "uniform", "workload.input_len.value": 6000, "workload.input_len.range_ratio": 0.005,
+        "workload.output_len.value": 64, "server.max_running_requests": 12, "server.max_total_num_tokens": 30000})
+    res = run_scenario(sc, seed=sc.seed)
+    peak = res.summary["kv_refused_running_peak"]
+    assert peak < int(res.table("timeseries")["running"].max()) == 12
+    note = kv_pool_note(sc, res.summary)
+    assert f"at most {peak} requests ran" not in note and f"kept requests out with at most {peak} running" in note
