@@ -182,13 +182,29 @@ def server_names(sources: pd.Series) -> pd.Series:
     """Each line's server (:func:`_source`'s text) as the log tells its servers apart: at most
     :data:`MAX_SOURCES` of them and one for every two batch lines. The text as written where it
     takes few enough values (replicas named by a digit alone); else with each run of digits
-    read as one ``#`` (``grep -n``'s numbers, a shipper's counter before a service's name: every
-    line its own value); else ``""`` (a per-line id: no server's name)."""
+    that numbers lines read as one ``#`` (``grep -n``'s numbers, a shipper's counter before a
+    service's name: every line its own value; :func:`_numbering_digits_as_one`); else ``""``
+    (a per-line id: no server's name)."""
     limit = min(MAX_SOURCES, len(sources) / 2)
     if sources.nunique() <= limit:
         return sources
-    sources = sources.map(_digits_as_one)
+    sources = sources.map(_numbering_digits_as_one(sources, limit))
     return sources if sources.nunique() <= limit else pd.Series("", index=sources.index)
+
+
+def _numbering_digits_as_one(sources: pd.Series, limit: float) -> dict[str, str]:
+    """Each source's text with the runs of digits that number lines read as one ``#``: a run
+    (by its place among the digit runs of sources alike but for their digits) that takes more
+    than ``limit`` values over the lines, as ``grep -n``'s numbers or a shipper's counter do;
+    the runs that take few values (the replica of ``123:sglang-1  | ``) are kept, so the
+    replicas of a log read through ``grep -n`` stay apart."""
+    parts = {s: re.split(r"(\d+)", s) for s in sources.unique()}
+    taken: dict[tuple[str, int], set[str]] = {}
+    for s, p in parts.items():
+        for j in range(1, len(p), 2):
+            taken.setdefault((_digits_as_one(s), j), set()).add(p[j])
+    return {s: "".join("#" if j % 2 and len(taken[_digits_as_one(s), j]) > limit else x for j, x in enumerate(p))
+            for s, p in parts.items()}
 
 
 def parse_line(raw: str, line: int) -> dict[str, object] | None:

@@ -372,10 +372,11 @@ def test_a_json_formatter_log_keeps_each_lines_time(tmp_path, capsys, key, form)
     assert "joined out of order" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("prefixes", [("sglang-1  | ", "sglang-2  | "),
-                                      ("[pod/sglang-0/sglang] ", "[pod/sglang-1/sglang] ")],
-                         ids=["compose-replicas", "statefulset-pods"])
-def test_replicas_named_only_by_a_digit_are_told_apart(tmp_path, capsys, prefixes):
+@pytest.mark.parametrize("prefixes, numbered", [(("sglang-1  | ", "sglang-2  | "), False),
+                                                (("[pod/sglang-0/sglang] ", "[pod/sglang-1/sglang] "), False),
+                                                (("sglang-1  | ", "sglang-2  | "), True)],
+                         ids=["compose-replicas", "statefulset-pods", "grep-n-of-compose-replicas"])
+def test_replicas_named_only_by_a_digit_are_told_apart(tmp_path, capsys, prefixes, numbered):
     """``docker compose logs`` of a service scaled to two replicas (``sglang-1  | ``, ``sglang-2  | ``),
     ``kubectl logs --prefix`` of a StatefulSet's pods (``sglang-0``, ``sglang-1``): the names differ
     by a digit alone, and digits were read as one ``#`` (a per-line number names no server), so
@@ -387,7 +388,9 @@ def test_replicas_named_only_by_a_digit_are_told_apart(tmp_path, capsys, prefixe
     rows = sorted((line[1:24], k, prefixes[k] + line) for k, path in enumerate((one, other))
                   for line in path.read_text().splitlines())
     f = tmp_path / "replicas.log"
-    f.write_text("".join(r[2] + "\n" for r in rows))
+    # numbered: read through `grep -n` (each line's number before the replica's name), whose
+    # digits were read as one "#" with the replica's, so both replicas read as one server again
+    f.write_text("".join((f"{n}:" if numbered else "") + r[2] + "\n" for n, r in enumerate(rows, start=1)))
     log = parse_server_log(f)
     alone = decode_step_samples(parse_server_log(one))
     got = decode_step_samples(log)
