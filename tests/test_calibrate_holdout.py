@@ -73,10 +73,8 @@ def test_cpu_sweep_lines_have_send_times_and_the_holdout_replays_them(tmp_path, 
     assert "mean_itl_ms" not in verdict
 
 
-def test_a_concurrency_sweep_runs_on_one_engine_and_its_lines_order_by_concurrency(tmp_path, monkeypatch):
-    """measure_sweep --concurrencies: bench_serving's closed loop (--request-rate inf
-    --max-concurrency C) at each C, one engine for all of them; the hold-out orders the lines by
-    concurrency."""
+def _count_engines(monkeypatch) -> list:
+    """A list that gets one item per RuntimeEngine built from now on."""
     from specsched.runtime import engine as runtime_engine
 
     built = []
@@ -87,6 +85,14 @@ def test_a_concurrency_sweep_runs_on_one_engine_and_its_lines_order_by_concurren
         real(self, *args, **kwargs)
 
     monkeypatch.setattr(runtime_engine.RuntimeEngine, "__init__", counting)
+    return built
+
+
+def test_a_concurrency_sweep_runs_on_one_engine_and_its_lines_order_by_concurrency(tmp_path, monkeypatch):
+    """measure_sweep --concurrencies: bench_serving's closed loop (--request-rate inf
+    --max-concurrency C) at each C, one engine for all of them; the hold-out orders the lines by
+    concurrency."""
+    built = _count_engines(monkeypatch)
     sweep = load_benchmark("measure_sweep")
     out = tmp_path / "sweep"
     assert sweep.main(["scenarios/h200/poisson-nospec.yaml", "--device", "cpu", "--preset", "tiny",
@@ -105,16 +111,7 @@ def test_a_concurrency_sweep_of_a_closed_loop_runs_each_point_at_its_concurrency
     """measure_sweep --concurrencies on a closed-loop scenario (kind closed_loop reads
     ``concurrency``, not ``max_concurrency``): every point ran at the file's concurrency while
     sweep.csv named the point's. Each point now runs at its own, on one engine."""
-    from specsched.runtime import engine as runtime_engine
-
-    built = []
-    real = runtime_engine.RuntimeEngine.__init__
-
-    def counting(self, *args, **kwargs):
-        built.append(1)
-        real(self, *args, **kwargs)
-
-    monkeypatch.setattr(runtime_engine.RuntimeEngine, "__init__", counting)
+    built = _count_engines(monkeypatch)
     sweep = load_benchmark("measure_sweep")
     out = tmp_path / "sweep"
     assert sweep.main(["scenarios/h200/window2-closed.yaml", "--device", "cpu", "--preset", "tiny",
