@@ -46,7 +46,7 @@ from specsched.analysis.io import atomic_write, atomic_write_text
 from specsched.analysis.overrides import load_scenario_with_overrides, parse_overrides
 from specsched.sim.bench_serving import bench_line
 from specsched.sim.cli_types import positive_int
-from specsched.sim.errors import MissingDependency, require
+from specsched.sim.errors import ConfigError, MissingDependency, require
 
 COLUMNS = ("rate", "max_concurrency", "seed", "repeat", "median_ttft_ms", "p90_ttft_ms", "median_itl_ms", "mean_tpot_ms",
            "output_throughput", "duration")
@@ -149,11 +149,16 @@ def main(argv: list[str] | None = None) -> int:
     from specsched.sim.results import write_results
 
     t0 = time.perf_counter()
-    seeds = _ints(a.seeds)
-    base = parse_overrides(a.set)
-    kind = load_scenario_with_overrides(a.scenario, a.arm, a.set).workload.kind if a.concurrencies else "poisson"
-    points = load_points(a.rates, a.concurrencies, kind)
-    scenarios = {p: load_scenario_with_overrides(a.scenario, a.arm, [*a.set, *p.overrides]) for p in points}
+    try:   # a bad scenario, override, rate or concurrency: one line, before anything is written
+        seeds = _ints(a.seeds)
+        base = parse_overrides(a.set)
+        kind = load_scenario_with_overrides(a.scenario, a.arm, a.set).workload.kind if a.concurrencies else "poisson"
+        points = load_points(a.rates, a.concurrencies, kind)
+        scenarios = {p: load_scenario_with_overrides(a.scenario, a.arm, [*a.set, *p.overrides]) for p in points}
+    except ConfigError as e:
+        ap.exit(2, f"{ap.prog}: error: {e}\n")
+    except ValueError as e:   # a list entry that is not a number
+        ap.exit(2, f"{ap.prog}: error: --rates/--concurrencies/--seeds: {e}\n")
     runs_dir, lines_dir = a.out / "runs", a.out / "bench_serving"
     runs_dir.mkdir(parents=True, exist_ok=True)
     lines_dir.mkdir(parents=True, exist_ok=True)

@@ -29,3 +29,17 @@ def test_count_below_one_is_refused(tmp_path, script, args, option):
     assert f"argument {option}: expected an integer >= 1" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("load", [["--concurrencies", "0"], ["--rates", "-4"], ["--rates", "eight"]])
+def test_a_bad_load_of_a_sweep_is_one_line_and_nothing_written(tmp_path, load):
+    """measure_sweep: a concurrency or rate the scenario refuses, or one that is not a number,
+    is one line and exit 2 before any folder is made (it was a ConfigError traceback)."""
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "measure_sweep.py"),
+                           "scenarios/h200/poisson-nospec.yaml", *load, "--out", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "error:" in lines[0] and "Traceback" not in proc.stderr
+    assert not out.exists()
