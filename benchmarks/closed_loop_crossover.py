@@ -29,13 +29,15 @@ import numpy as np
 from specsched.analysis.closed_loop import closed_loop_split, crossover
 from specsched.analysis.io import atomic_write_text
 from specsched.analysis.overrides import load_scenario_with_overrides, parse_overrides
+from specsched.runtime.cli_commands import TARGET_METRICS
 from specsched.sim.bench_serving import read_bench_runs
 from specsched.sim.cli_types import positive_int
 from specsched.sim.engine import run_scenario
 from specsched.sim.errors import ConfigError
 from specsched.sim.profile import load_profile
 
-METRICS = ("median_ttft_ms", "p90_ttft_ms", "median_tpot_ms", "median_itl_ms", "output_throughput")
+METRICS = TARGET_METRICS
+"""The five figures of the hardware target (issue 8), as gpu_validate scores them."""
 
 
 def runs_in(paths: list[str]) -> list:
@@ -100,32 +102,28 @@ def predict_arm(runs: list, scenario: str, arm: str, profile, seeds: int, overri
         if (note := length_note(run, sc)) is not None:
             print(note, file=sys.stderr)
         sims = [run_scenario(sc, seed=sc.seed + i, profile=profile).summary for i in range(seeds)]
-        rows.append({"conc": int(conc), "run": run.source,
-                     **{f"meas_{m}": run.summary.get(m, math.nan) for m in METRICS},
-                     **{f"pred_{m}": float(np.mean([s[m] for s in sims])) for m in METRICS}})
+        row = {"conc": int(conc), "run": run.source}
+        for m in METRICS:
+            meas, pred = run.summary.get(m, math.nan), float(np.mean([s[m] for s in sims]))
+            row |= {f"meas_{m}": meas, f"pred_{m}": pred, f"err_{m}": (pred / meas - 1) * 100 if meas else math.nan}
+        rows.append(row)
     return sorted(rows, key=lambda r: r["conc"])
 
 
-def split_of(rows: list[dict], which: str, output_len: float, min_conc: int) -> tuple[float, float] | None:
+def split_of(rows: list[dict], which: str, output_len: float,
+             min_conc: int) -> tuple[tuple[float, float] | None, str | None]:
     """``closed_loop_split`` of the rows' ``which`` (meas/pred) throughputs at concurrency >=
-    ``min_conc``; None with fewer than two such concurrencies."""
+    ``min_conc``, and why there is none: (split, None), or (None, the reason: fewer than two
+    such concurrencies, or a throughput that is not a positive number)."""
     use = [r for r in rows if r["conc"] >= min_conc]
-    if split_gap(rows, which, min_conc) is not None:
-        return None
-    return closed_loop_split([r["conc"] for r in use], [r[f"{which}_output_throughput"] for r in use], output_len)
-
-
-def split_gap(rows: list[dict], which: str, min_conc: int) -> str | None:
-    """Why :func:`split_of` has no split for ``rows`` (``which``: meas/pred), None when it has one."""
-    use = [r for r in rows if r["conc"] >= min_conc]
-    concs = sorted({r["conc"] for r in use})
-    if len(concs) < 2:
+    if len({r["conc"] for r in use}) < 2:
         have = ", ".join(str(c) for c in sorted({r["conc"] for r in rows}))
-        return f"it needs runs at two concurrencies >= {min_conc} (--min-conc); the runs are at C = {have}"
+        return None, f"it needs runs at two concurrencies >= {min_conc} (--min-conc); the runs are at C = {have}"
     bad = [r["conc"] for r in use if not (r[f"{which}_output_throughput"] > 0)]   # NaN too
     if bad:
-        return f"output throughput not a positive number at C = {', '.join(map(str, bad))}"
-    return None
+        return None, f"output throughput not a positive number at C = {', '.join(map(str, bad))}"
+    tok_s = [r[f"{which}_output_throughput"] for r in use]
+    return closed_loop_split([r["conc"] for r in use], tok_s, output_len), None
 
 
 def write_validate_csv(path: Path, arms: dict[str, list[dict]], cell: str) -> None:
@@ -133,8 +131,7 @@ def write_validate_csv(path: Path, arms: dict[str, list[dict]], cell: str) -> No
     import pandas as pd
 
     rows = [{"cell": f"{cell}@{r['conc']}", "arm": arm, "metric": m, "predicted": r[f"pred_{m}"],
-             "measured": r[f"meas_{m}"],
-             "error_pct": (r[f"pred_{m}"] / r[f"meas_{m}"] - 1) * 100 if r[f"meas_{m}"] else math.nan}
+             "measured": r[f"meas_{m}"], "error_pct": r[f"err_{m}"]}
             for arm, runs in arms.items() for r in runs for m in METRICS]
     atomic_write_text(path, pd.DataFrame(rows).to_csv(index=False))
 
@@ -159,22 +156,17 @@ def report(arms: dict[str, list[dict]], output_len: float, min_conc: int) -> str
              "|---|---:|" + "---:|" * len(METRICS)]
     for name, rows in arms.items():
         for r in rows:
-            cells = []
-            for m in METRICS:
-                meas, pred = r[f"meas_{m}"], r[f"pred_{m}"]
-                err = (pred / meas - 1) * 100 if meas else math.nan
-                cells.append(f"{meas:,.2f} / {pred:,.2f} ({err:+.1f} %)")
+            cells = [f"{r[f'meas_{m}']:,.2f} / {r[f'pred_{m}']:,.2f} ({r[f'err_{m}']:+.1f} %)" for m in METRICS]
             lines.append(f"| {name} | {r['conc']} | " + " | ".join(cells) + " |")
     lines += ["", f"Closed-loop split over C >= {min_conc} (a: a lone request's ms per output token; b: ms each "
               "concurrent request adds to every other's lifetime):", "",
               "| arm | a measured | a predicted | b measured | b predicted |", "|---|---:|---:|---:|---:|"]
     splits, notes = {}, []
     for name, rows in arms.items():
-        meas, pred = split_of(rows, "meas", output_len, min_conc), split_of(rows, "pred", output_len, min_conc)
+        (meas, why_meas), (pred, why_pred) = (split_of(rows, w, output_len, min_conc) for w in ("meas", "pred"))
         splits[name] = (meas, pred)
-        for which, what in (("meas", "measured"), ("pred", "predicted")):
-            if (why := split_gap(rows, which, min_conc)) is not None:
-                notes.append(f"No {what} split for arm {name}: {why}.")
+        notes += [f"No {what} split for arm {name}: {why}." for what, why in (("measured", why_meas),
+                                                                              ("predicted", why_pred)) if why]
         if meas and pred:
             lines.append(f"| {name} | {meas[0] / output_len * 1e3:.2f} | {pred[0] / output_len * 1e3:.2f} | "
                          f"{meas[1] * 1e3:.1f} | {pred[1] * 1e3:.1f} |")
