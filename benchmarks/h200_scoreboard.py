@@ -60,6 +60,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from specsched.analysis import change_scores
 from specsched.runtime.cli_commands import TARGET_METRICS
 from specsched.sim.atomic import atomic_write, atomic_write_text
 
@@ -229,14 +230,12 @@ DEDUP_KEY = ["kind", "cell", "arm", "metric", "predicted", "measured"]
 float from a run's results, so an equal one in another file is a copy, not a second run."""
 
 
-def load(docs: Path) -> tuple[pd.DataFrame, dict[str, int]]:
-    """Every validate CSV under ``docs``, tagged and de-duplicated.
+def load_rows(docs: Path) -> tuple[pd.DataFrame, int, int]:
+    """Every validate CSV under ``docs`` in a round folder, each row tagged with its :class:`Call`
+    and ``file`` (relative to ``docs``), sorted by round and file; not de-duplicated.
 
     Returns:
-        (rows, counts): one row per distinct :data:`DEDUP_KEY` of a target metric with the :class:`Call` fields and ``abs_error_pct``; counts ``files``,
-        ``rows_read``, ``duplicates`` (scored rows counted once), ``not_scored`` (non-target or
-        non-finite rows),
-        ``skipped_files`` (validate CSVs outside round folders).
+        (rows, files read, files skipped outside round folders).
 
     Raises:
         BadInput: a malformed CSV, or no validate CSV at all.
@@ -255,11 +254,30 @@ def load(docs: Path) -> tuple[pd.DataFrame, dict[str, int]]:
         frames.append(df)
     if not frames:
         raise BadInput(f"{docs}: no validate*.csv in a round folder (h200, h200-vN, h100-vN)")
-    allrows = pd.concat(frames, ignore_index=True).sort_values(["round", "file"], kind="stable")
+    return pd.concat(frames, ignore_index=True).sort_values(["round", "file"], kind="stable"), len(frames), skipped
+
+
+def load(docs: Path) -> tuple[pd.DataFrame, dict[str, int]]:
+    """Every validate CSV under ``docs``, tagged and de-duplicated.
+
+    Returns:
+        (rows, counts): one row per distinct :data:`DEDUP_KEY` of a target metric with the :class:`Call` fields and ``abs_error_pct``; counts ``files``,
+        ``rows_read``, ``duplicates`` (scored rows counted once), ``not_scored`` (non-target or
+        non-finite rows),
+        ``skipped_files`` (validate CSVs outside round folders).
+
+    Raises:
+        BadInput: a malformed CSV, or no validate CSV at all.
+    """
+    return score_rows(*load_rows(docs))
+
+
+def score_rows(allrows: pd.DataFrame, files: int, skipped: int) -> tuple[pd.DataFrame, dict[str, int]]:
+    """:func:`load`'s result from :func:`load_rows`'s."""
     target = allrows[allrows.metric.isin(TARGET_METRICS) & np.isfinite(allrows.error_pct)]
     scored = target.drop_duplicates(subset=DEDUP_KEY, keep="first").copy()
     scored["abs_error_pct"] = scored.error_pct.abs()
-    counts = {"files": len(frames), "rows_read": len(allrows), "duplicates": len(target) - len(scored),
+    counts = {"files": files, "rows_read": len(allrows), "duplicates": len(target) - len(scored),
               "not_scored": len(allrows) - len(target), "skipped_files": skipped}
     return scored.reset_index(drop=True), counts
 
@@ -277,7 +295,7 @@ def share_table(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
             within = int((sel.abs_error_pct <= WITHIN_PCT).sum())
             rows.append({**dict(zip(by, keys, strict=True)), "metric": metric, "n": len(sel), "within": within,
                          "share": within / len(sel), "median_abs": float(sel.abs_error_pct.median())})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=[*by, "metric", "n", "within", "share", "median_abs"])
 
 
 def latest(df: pd.DataFrame) -> pd.DataFrame:
@@ -358,8 +376,9 @@ def _pct(v: float) -> str:
 
 
 def page(df: pd.DataFrame, counts: dict[str, int], by_round: pd.DataFrame, overall: pd.DataFrame,
-         last: pd.DataFrame, png_dir: str, command: str) -> str:
-    """The scoreboard page (markdown) from the tables :func:`share_table` and :func:`latest` made."""
+         last: pd.DataFrame, png_dir: str, command: str, pairs: pd.DataFrame | None = None) -> str:
+    """The scoreboard page (markdown) from the tables :func:`share_table` and :func:`latest` made,
+    and the section on changes (analysis/change_scores.py) where ``pairs`` is given."""
     def cell(t: pd.DataFrame, m: str) -> str:
         r = t[t.metric == m]
         return "" if r.empty else f"{100 * r.share.iloc[0]:.0f} % ({r.within.iloc[0]}/{r.n.iloc[0]}), {r.median_abs.iloc[0]:.1f} %"
@@ -415,6 +434,8 @@ def page(df: pd.DataFrame, counts: dict[str, int], by_round: pd.DataFrame, overa
     for _, r in worst.iterrows():
         lines.append(f"| [{r['round']}]({r.page}) | {r.call} | {r.preset} | {r.cell} | {r.arm} | {LABELS[r.metric]} | "
                      f"{r.predicted:.4g} | {r.measured:.4g} | {_pct(r.error_pct)} |")
+    if pairs is not None and not pairs.empty:
+        lines += ["", *change_scores.section(pairs, TARGET_METRICS, LABELS, f"{png_dir}/changes.png")]
     lines += ["", "## Where each call's tags come from", "",
               "The last column counts the call's plain figures within 5 % here, and what the call's own "
               "`summary.md` states (blank where it has none).", "",
@@ -447,16 +468,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not docs.is_dir():
             raise BadInput(f"{docs}: not a folder")
-        df, counts = load(docs)
+        allrows, files, skipped = load_rows(docs)
+        df, counts = score_rows(allrows, files, skipped)
     except BadInput as e:
         print(e, file=sys.stderr)
         return 2
     by_round = share_table(df, ["kind", "round"])
     overall = share_table(df, ["kind"])
     last = latest(df)
+    pairs = change_scores.change_pairs(allrows[allrows.metric.isin(TARGET_METRICS)])
     png_dir = out_md.with_suffix("")
     pngs = plots(df, by_round, last)
-    text = page(df, counts, by_round, overall, last, png_dir.name, "python benchmarks/h200_scoreboard.py")
+    if not pairs.empty:
+        pngs["changes.png"] = _fig_png(change_scores.scatter(pairs, TARGET_METRICS, LABELS))
+    text = page(df, counts, by_round, overall, last, png_dir.name, "python benchmarks/h200_scoreboard.py", pairs)
     for name, data in pngs.items():
         atomic_write(png_dir / name, lambda tmp, data=data: tmp.write_bytes(data))
     atomic_write_text(out_md, text)

@@ -1,0 +1,100 @@
+"""analysis/change_scores.py: an arm's predicted change against its measured change, within one
+call's validate CSV. A profile error common to both arms cancels; pairs the model predicts
+identical are the noise floor, not scored; the direction counts split as the docstring says; a
+CSV copied into a second folder counts once; the scoreboard page carries the section."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from specsched.analysis.change_scores import (
+    NULL_PCT,
+    RESOLVED_PCT,
+    WITHIN_PCT,
+    change_pairs,
+    change_table,
+    noise_table,
+)
+from specsched.runtime.cli_commands import TARGET_METRICS
+
+from benchmarks.h200_scoreboard import load_rows, main
+
+
+def _rows(figures: list[tuple[str, str, str, float, float]], file: str = "h100-v9/validate.csv",
+          rnd: int = 9) -> pd.DataFrame:
+    """Tagged validate rows: (cell, arm, metric, predicted, measured)."""
+    df = pd.DataFrame(figures, columns=["cell", "arm", "metric", "predicted", "measured"])
+    return df.assign(file=file, kind="plain", round=rnd, call="-", page=f"h100-v{rnd}.md", preset="8b")
+
+
+def test_change_factor_error_and_its_scores():
+    m = "median_ttft_ms"
+    rows = _rows([("c", "base", m, 100.0, 110.0), ("c", "arm", m, 150.0, 154.0),     # +50 % vs +40 %
+                  ("c", "same", m, 100.0, 112.0),                                    # predicted identical
+                  ("c", "flat", m, 99.5, 110.0),                                     # -0.5 % vs 0
+                  ("c", "wrong", m, 90.0, 121.0)])                                   # -10 % vs +10 %
+    p = change_pairs(rows).set_index("arm")
+    assert math.isclose(p.loc["arm", "pred_change_pct"], 50.0)
+    assert math.isclose(p.loc["arm", "meas_change_pct"], 40.0)
+    assert math.isclose(p.loc["arm", "gap_pp"], 10.0)
+    assert math.isclose(p.loc["arm", "factor_err_pct"], 100 * (1.5 / 1.4 - 1))
+    t = change_table(change_pairs(rows), TARGET_METRICS).set_index("metric").loc[m]
+    assert t.n == 3  # "same" is the noise floor, not scored
+    assert t.within == 1  # only "flat" (0.5 %) is within WITHIN_PCT
+    assert (t.resolved, t.agree, t.missed, t.opposite) == (2, 1, 0, 1)
+    assert (t.nulls, t.null_ok) == (1, 1)
+    noise = noise_table(change_pairs(rows), TARGET_METRICS).set_index("metric").loc[m]
+    assert noise.n == 1 and math.isclose(noise["median"], 100 * (112 / 110 - 1))
+
+
+def test_a_change_predicted_as_none_is_missed_not_opposite():
+    m = "output_throughput"
+    rows = _rows([("c", "base", m, 100.0, 100.0), ("c", "a", m, 100.0 * (1 + NULL_PCT / 200), 100 + 2 * RESOLVED_PCT)])
+    t = change_table(change_pairs(rows), TARGET_METRICS).set_index("metric").loc[m]
+    assert (t.resolved, t.agree, t.missed, t.opposite) == (1, 0, 1, 0)
+
+
+def test_pairs_form_within_one_file_and_copies_count_once():
+    m = "median_tpot_ms"
+    a = _rows([("c", "base", m, 10.0, 10.0), ("c", "arm", m, 12.0, 11.0)], file="h100-v9/a/validate.csv")
+    b = _rows([("c", "base", m, 20.0, 20.0)], file="h100-v9/b/validate.csv")  # another call's base: no pair
+    copy = a.assign(file="h100-v10/validate.csv", round=10)
+    p = change_pairs(pd.concat([a, b, copy], ignore_index=True))
+    assert len(p) == 1 and p.iloc[0]["round"] == 9
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(0.5, 2.0), st.lists(st.tuples(st.floats(1.0, 1e4), st.floats(0.2, 5.0)), min_size=1, max_size=8))
+def test_a_profile_error_common_to_both_arms_cancels(k, arms):
+    """Invariant: predictions that are the measurements times one factor k (a profile k off on
+    every figure of the call) predict every change exactly: factor error 0, gap 0."""
+    figures = []
+    for i, (base, ratio) in enumerate(arms):
+        cell = f"c{i}"
+        figures += [(cell, "base", "median_itl_ms", k * base, base), (cell, "x", "median_itl_ms", k * base * ratio, base * ratio)]
+    p = change_pairs(_rows(figures))
+    assert len(p) == len(arms)
+    assert (p.factor_err_pct.abs() < 1e-9).all() and (p.gap_pp.abs() < 1e-6).all()
+    t = change_table(p, TARGET_METRICS)
+    assert (t.within == t.n).all()
+
+
+def test_scoreboard_page_has_the_changes_section(tmp_path):
+    docs = tmp_path / "measurements"
+    (docs / "h100-v9").mkdir(parents=True)
+    lines = ["cell,arm,metric,predicted,measured,error_pct"]
+    for m in TARGET_METRICS:
+        lines += [f"c,base,{m},100,100,0", f"c,arm,{m},110,105,4.76", f"c,same,{m},100,101,-0.99"]
+    (docs / "h100-v9" / "validate.csv").write_text("\n".join(lines) + "\n")
+    rows, files, _ = load_rows(docs)
+    assert files == 1 and len(rows) == 3 * len(TARGET_METRICS)
+    assert main(["--docs", str(docs)]) == 0
+    text = (docs / "scoreboard.md").read_text()
+    assert "## What a change does" in text
+    assert f"| c | arm | [9](h100-v9/) | - | +10.0 -> +5.0 (**+{100 * (1.1 / 1.05 - 1):.1f} %**) |" in text
+    assert "| c | same | [9](h100-v9/) | - | = (+1.0) |" in text
+    assert (docs / "scoreboard" / "changes.png").stat().st_size > 1000
+    assert WITHIN_PCT < 100 * (1.1 / 1.05 - 1)
