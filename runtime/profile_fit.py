@@ -687,12 +687,50 @@ def slot_expansion_points_from_provenance(profile) -> list[tuple[int, float, flo
             for t, g, q in re.findall(rf"(\d+): ({num}) ms / ({num}) ms", tail.split(". ")[0])]
 
 
+LEAD_NEIGHBOURHOOD = 2 ** 0.5
+"""Lead-table grid points whose token counts lie within this factor of each other share one
+lead (:func:`neighbourhood_median`)."""
+
+
+def neighbourhood_median(tokens: Sequence[float], seconds: Sequence[float],
+                         ratio: float = LEAD_NEIGHBOURHOOD) -> list[float]:
+    """Each point's lead replaced by the median of the leads of the grid points whose token
+    count lies within ``ratio`` of its own (itself included), in the order given.
+
+    Why: an idle-stream lead is the difference of two medians of 10-30 ms spans taken from
+    3-15 repeats, so point to point it scatters by 0.3-0.5 ms within one profile (an H100's
+    extend lead read 0.95, 1.49 and 1.22 ms at 480, 512 and 576 tokens), while the host work it
+    stands for (the launch call's start to the forward's first kernel) moves slowly with the
+    token count. A scenario whose chunks all sit on one grid point (``chunked_prefill_size``
+    512) otherwise reads that point's noise into every extend: re-predicted from the same
+    runs, the H100 small-chunk cell's host_block arm went from +13.2 % to +4.4 % on its median
+    TTFT (docs/measurements/lead-smoothing.md). A window relative in tokens keeps a real rise
+    (the leads at 2K-8K tokens, a factor of 2 apart, are left as measured) and leaves a sparse
+    grid untouched.
+
+    Args:
+        tokens: the grid, tokens > 0 (any order).
+        seconds: one lead per grid point.
+        ratio: the neighbourhood's width as a factor of tokens, >= 1.
+
+    Raises:
+        ValueError: lengths differ, a token count <= 0, or ``ratio`` < 1.
+    """
+    t = np.asarray(tokens, dtype=float)
+    s = np.asarray(seconds, dtype=float)
+    if t.shape != s.shape or (t <= 0).any() or ratio < 1:
+        raise ValueError(f"neighbourhood_median: {len(t)} tokens, {len(s)} leads, ratio {ratio} "
+                         "(needs one lead per token count, token counts > 0, ratio >= 1)")
+    return [float(np.median(s[(t >= x / ratio) & (t <= x * ratio)])) for x in t]
+
+
 def span_lead_fit(points: Sequence[tuple[int, float, float]]) -> dict | None:
     """A forward's idle-stream lead table from ``points`` = (extend tokens, median span of the
     forward launched onto an idle or drained stream between two timing events, its median
     kept-busy device seconds): per point span - device, clamped >= 0 (an idle stream cannot
-    finish sooner than a busy one: a negative difference is timing noise), as a table by
-    tokens ascending (duplicates averaged; sim.profile.LeadTable). No points (CPU): None.
+    finish sooner than a busy one: a negative difference is timing noise), duplicates
+    averaged, then each point the median over its neighbourhood (:func:`neighbourhood_median`),
+    as a table by tokens ascending (sim.profile.LeadTable). No points (CPU): None.
 
     ``host.inject_idle_lead_by_tokens`` (the injection launched onto the drained stream
     after a slot-expansion block), ``host.extend_own_idle_lead_by_tokens`` (the extend alone)
@@ -704,7 +742,7 @@ def span_lead_fit(points: Sequence[tuple[int, float, float]]) -> dict | None:
     for t, span, dev in points:
         by.setdefault(float(t), []).append(max(0.0, float(span) - float(dev)))
     toks = sorted(by)
-    return {"tokens": toks, "seconds": [float(np.mean(by[t])) for t in toks]}
+    return {"tokens": toks, "seconds": neighbourhood_median(toks, [float(np.mean(by[t])) for t in toks])}
 
 
 def refit_slot_expansion(profile):
@@ -724,7 +762,8 @@ def idle_lead_fit(points: Sequence[tuple[int, float, float]]) -> tuple[float, di
     seconds, median kept-busy device seconds) of an extend + injection.
 
     The lead at each point is wall minus device, clamped >= 0 (a negative difference is
-    timing noise: an idle stream cannot finish sooner than a busy one). The table
+    timing noise: an idle stream cannot finish sooner than a busy one), then the median over
+    its neighbourhood (:func:`neighbourhood_median`). The table
     (``{"tokens": [...], "seconds": [...]}``, tokens ascending, duplicates averaged) is what
     the simulator reads (sim.profile.LeadTable); the scalar is its median, for readers of
     older schemas. No points (a CPU run: the forward is inline): (0.0, None)."""
@@ -734,5 +773,5 @@ def idle_lead_fit(points: Sequence[tuple[int, float, float]]) -> tuple[float, di
     for t, wall, dev in points:
         by_t.setdefault(int(t), []).append(max(0.0, float(wall) - float(dev)))
     tokens = sorted(by_t)
-    secs = [float(np.mean(by_t[t])) for t in tokens]
+    secs = neighbourhood_median(tokens, [float(np.mean(by_t[t])) for t in tokens])
     return float(statistics.median(secs)), {"tokens": [float(t) for t in tokens], "seconds": secs}

@@ -8,6 +8,7 @@ from specsched.runtime.host_reference import fast_level
 from specsched.runtime.kv_cache import CTX_ALIGN
 from specsched.runtime.model import draft_preset
 from specsched.runtime.profile_fit import (
+    LEAD_NEIGHBOURHOOD,
     PADDING_SIGNAL_TO_NOISE,
     TILE_RESIDUAL_SHARE,
     TILE_SIGNAL_TO_NOISE,
@@ -50,7 +51,9 @@ class Provenance:
                "inject, as the loop launches an extend, at the extend grid's tokens at prefix 0 (layouts as "
                "gpu.extend); per repeat, device time with the GPU kept busy (torch.cuda._sleep spin queued first, "
                "timing events around the call) and then the wall time from an idle queue (synchronize, "
-               "perf_counter, call, synchronize); lead = median idle wall - median device time, clamped >= 0 "
+               "perf_counter, call, synchronize); lead = median idle wall - median device time, clamped >= 0, then "
+               f"the median over the grid points within a factor of {LEAD_NEIGHBOURHOOD:.2f} in tokens (runtime.profile_fit.neighbourhood_median; "
+               "the medians below are before it) "
                f"(runtime.profile_fit.idle_lead_fit), {self._reps_text('idle_lead')} after 3 warm-ups. Medians "
                "(tokens: idle / device -> lead): "
                + ", ".join(f"{t}: {_ms(w)} / {_ms(d)} -> {_ms(max(0.0, w - d))}" for t, w, d in pts))
@@ -81,7 +84,9 @@ class Provenance:
                 "at the extend grid's tokens at prefix 0 (layouts as gpu.extend), timing events e0 before the extend, "
                 "e1 between the two launches, e2 after the inject; per repeat, with the GPU kept busy (torch.cuda._sleep "
                 "spin queued first) the events give each forward's device time, and from an idle stream (synchronize, "
-                f"sequence, synchronize) {which}; lead = median idle span - median kept-busy device, clamped >= 0 "
+                f"sequence, synchronize) {which}; lead = median idle span - median kept-busy device, clamped >= 0, "
+                f"then the median over the grid points within a factor of {LEAD_NEIGHBOURHOOD:.2f} in tokens "
+                "(runtime.profile_fit.neighbourhood_median; the medians below are before it) "
                 f"(runtime.profile_fit.span_lead_fit), {self._reps_text('idle_lead')} after {WARMUP} warm-ups. Medians "
                 "(tokens: idle span / device -> lead): "
                 + ", ".join(f"{t}: {_ms(sp)} / {_ms(d)} -> {_ms(max(0.0, sp - d))}" for t, sp, d in pts)
@@ -421,7 +426,9 @@ class Provenance:
                 ("runtime.profile_gpu.GpuPhases._slot_expansion: a timing event after the inject of the loop's "
                  "slot-expansion sequence (extend, prepare_inject(sync=True), inject, from an idle stream) gives the "
                  "injection's span on the drained stream; less its kept-busy device time (gpu.draft_inject, prefix 0), "
-                 "clamped >= 0 (runtime.profile_fit.span_lead_fit); medians (tokens: span / device): "
+                 f"clamped >= 0, then the median over the grid points within a factor of {LEAD_NEIGHBOURHOOD:.2f} in tokens "
+                 "(runtime.profile_fit.neighbourhood_median, runtime.profile_fit.span_lead_fit); medians before it "
+                 "(tokens: span / device): "
                  + ", ".join(f"{t}: {_ms(s)} / {_ms(d)}" for t, s, d in getattr(self, "inject_idle_pts", []))
                  + f". {self._reps_text('slot_expansion')}. [{env}]")
                 if getattr(self, "inject_idle_pts", []) else

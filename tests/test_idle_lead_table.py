@@ -11,7 +11,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
-from specsched.runtime.profile_fit import idle_lead_fit
+from specsched.runtime.profile_fit import idle_lead_fit, neighbourhood_median
 from specsched.sim.engine import run_scenario
 from specsched.sim.profile import LeadTable, Profile, load_profile
 
@@ -103,3 +103,38 @@ def test_cpu_profile_has_no_table() -> None:
                        extend_tokens=[16, 64], cuda_graph_max_bs=2, repeats=3, progress=False)
     assert d["host"]["extend_idle_lead_s"] == 0.0 and "extend_idle_lead_by_tokens" not in d["host"]
     assert "not measured" in d["provenance"]["host.extend_idle_lead_by_tokens"]
+
+
+def test_a_lone_noisy_grid_point_takes_its_neighbourhoods_lead():
+    """runtime.profile_fit.neighbourhood_median: the H100 extend lead's 448-640-token points
+    (round 50's profile) read 1.31, 0.95, 1.49, 1.22, 1.04 ms; 512 tokens takes the median of
+    the points within a factor 1.41 of it (384-704 here), a 4K point two factors away keeps its own."""
+    tokens = [384, 416, 448, 480, 512, 576, 640, 704, 2048, 4096]
+    ms = [1.05, 1.00, 1.31, 0.95, 1.49, 1.22, 1.04, 1.03, 2.72, 4.43]
+    got = neighbourhood_median(tokens, [m / 1e3 for m in ms])
+    assert got[4] == pytest.approx(statistics.median([1.05, 1.00, 1.31, 0.95, 1.49, 1.22, 1.04, 1.03]) / 1e3)
+    assert got[-2:] == pytest.approx([2.72e-3, 4.43e-3])  # a sparse tail is left as measured
+    scalar, table = idle_lead_fit([(t, 0.02 + m / 1e3, 0.02) for t, m in zip(tokens, ms, strict=True)])
+    assert table["seconds"] == pytest.approx(got)
+
+
+@given(st.lists(st.tuples(st.integers(1, 20000), st.floats(0, 0.05)), min_size=1, max_size=15, unique_by=lambda p: p[0]),
+       st.floats(1.0, 4.0))
+@settings(max_examples=60, deadline=None)
+def test_neighbourhood_median_invariants(pts, ratio):
+    """Invariants: one lead per point; each within the range of the leads of its neighbourhood;
+    ratio 1 (no neighbour but itself) changes nothing; a constant table stays constant."""
+    tokens, secs = [float(t) for t, _ in pts], [s for _, s in pts]
+    got = neighbourhood_median(tokens, secs, ratio)
+    assert len(got) == len(pts)
+    for x, g in zip(tokens, got, strict=True):
+        near = [s for t, s in pts if x / ratio <= t <= x * ratio]
+        assert min(near) - 1e-15 <= g <= max(near) + 1e-15
+    assert neighbourhood_median(tokens, secs, 1.0) == pytest.approx(secs)
+    assert neighbourhood_median(tokens, [1e-3] * len(pts), ratio) == pytest.approx([1e-3] * len(pts))
+
+
+def test_neighbourhood_median_refuses_what_it_cannot_read():
+    for tokens, secs, ratio in (([1.0, 2.0], [0.1], 1.5), ([0.0], [0.1], 1.5), ([1.0], [0.1], 0.5)):
+        with pytest.raises(ValueError, match="neighbourhood_median"):
+            neighbourhood_median(tokens, secs, ratio)

@@ -1,0 +1,108 @@
+"""Re-predict recorded GPU runs with a profile's idle-lead tables as recorded and as the
+profiler now fits them (runtime.profile_fit.neighbourhood_median), no GPU needed.
+
+``python benchmarks/lead_smoothing.py CALL:PROFILE [CALL:PROFILE ...] [--out CSV]``: CALL is a
+call folder under docs/measurements holding gpu_validate's ``results.tar.gz`` (each run's
+``*-predicted/scenario.yaml`` is the exact scenario it was predicted with, ``*-measured/summary.json``
+what the runtime measured); PROFILE the profile that call predicted with (relative to
+docs/measurements). Every run is simulated twice, with the profile as it is and with its four
+``host.*_lead_by_tokens`` tables smoothed, and the five target figures' errors against the
+measurement are printed (and written to ``--out``), with the count within 5 % and the mean
+|error| of each. A run whose scenario no longer loads is skipped and named.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import yaml
+from specsched.runtime.cli_commands import TARGET_METRICS
+from specsched.runtime.profile_fit import neighbourhood_median
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs" / "measurements"
+TABLES = ("extend_idle_lead_by_tokens", "extend_own_idle_lead_by_tokens", "inject_idle_lead_by_tokens",
+          "inject_unprepared_idle_lead_by_tokens")
+
+
+def smoothed(profile: dict) -> dict:
+    """The profile (a loaded YAML mapping) with every lead table the median over its neighbourhood."""
+    out = copy.deepcopy(profile)
+    for key in TABLES:
+        table = out.get("host", {}).get(key)
+        if table:
+            table["seconds"] = neighbourhood_median(table["tokens"], table["seconds"])
+    return out
+
+
+def _predict(scenario: Path, profile: Path, out: Path) -> dict | None:
+    proc = subprocess.run([sys.executable, "-m", "specsched", "run", str(scenario), "--set", f"profile={profile}",
+                           "--out", str(out), "-q"], capture_output=True, text=True)
+    if proc.returncode:
+        print(f"skipped {scenario.parent.name}: {proc.stderr.strip().splitlines()[-1]}", file=sys.stderr)
+        return None
+    return json.loads((out / "summary.json").read_text())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("calls", nargs="+", metavar="CALL:PROFILE")
+    ap.add_argument("--out", type=Path, help="write every figure's errors here (CSV)")
+    args = ap.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for i, arg in enumerate(args.calls):
+            call, sep, prof = arg.partition(":")
+            tar, prof_path = DOCS / call / "results.tar.gz", DOCS / prof
+            if not sep or not tar.is_file() or not prof_path.is_file():
+                print(f"{arg}: needs CALL:PROFILE with {tar} and {prof_path} present", file=sys.stderr)
+                return 2
+            recorded = yaml.safe_load(prof_path.read_text())
+            profiles = {"as recorded": work / f"p{i}-recorded.yaml", "smoothed": work / f"p{i}-smoothed.yaml"}
+            profiles["as recorded"].write_text(yaml.safe_dump(recorded))
+            profiles["smoothed"].write_text(yaml.safe_dump(smoothed(recorded)))
+            runs = work / f"c{i}"
+            with tarfile.open(tar) as tf:
+                tf.extractall(runs, filter="data")
+            for pred in sorted(runs.rglob("*-predicted")):
+                meas = pred.with_name(pred.name.removesuffix("-predicted") + "-measured")
+                if not (meas / "summary.json").is_file():
+                    continue
+                measured = json.loads((meas / "summary.json").read_text())
+                got = {k: _predict(pred / "scenario.yaml", p, work / "o" / f"{i}-{pred.name}-{k[:2]}")
+                       for k, p in profiles.items()}
+                if None in got.values():
+                    continue
+                for m in TARGET_METRICS:
+                    if measured.get(m):
+                        rows.append({"call": call, "run": pred.name.removesuffix("-predicted"), "metric": m,
+                                     "measured": measured[m],
+                                     **{f"error_{k.split()[-1]}": 100 * (v[m] / measured[m] - 1) for k, v in got.items()}})
+    df = pd.DataFrame(rows)
+    if df.empty:
+        print("no run re-predicted", file=sys.stderr)
+        return 2
+    moved = df[(df.error_smoothed.abs() - df.error_recorded.abs()).abs() > 0.3]
+    pd.set_option("display.width", 200)
+    print("figures whose |error| moved by more than 0.3 points:")
+    print(moved.round(2).to_string(index=False))
+    for col in ("error_recorded", "error_smoothed"):
+        e = df[col].abs()
+        print(f"{col.split('_')[1]:>9}: within 5 % {int((e <= 5).sum())}/{len(e)}, mean |error| {e.mean():.2f} %, "
+              f"median {e.median():.2f} %")
+    if args.out:
+        df.to_csv(args.out, index=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
