@@ -236,3 +236,75 @@ def scatter(pairs: pd.DataFrame, metrics: tuple[str, ...], labels: dict[str, str
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     return fig
+
+
+VERDICTS = ("agrees", "same direction", "predicted no change", "measured no change", "opposite")
+"""How a predicted change stands against a measured one (:func:`verdict`)."""
+
+
+def verdict(pred_change_pct: float, meas_change_pct: float, factor_err_pct: float) -> str:
+    """One of :data:`VERDICTS`: ``agrees`` (change factor within :data:`WITHIN_PCT`), else by
+    direction: the measured change under :data:`NULL_PCT` (``measured no change``), the
+    predicted one under it (``predicted no change``), or the sign of each."""
+    if abs(factor_err_pct) <= WITHIN_PCT:
+        return "agrees"
+    if abs(meas_change_pct) < NULL_PCT:
+        return "measured no change"
+    if abs(pred_change_pct) < NULL_PCT:
+        return "predicted no change"
+    return "same direction" if (pred_change_pct > 0) == (meas_change_pct > 0) else "opposite"
+
+
+def measured_changes(table: pd.DataFrame, measured: dict[str, dict[str, float]]) -> pd.DataFrame:
+    """A comparison's predicted changes beside a server's measured ones.
+
+    Args:
+        table: ``analysis.compare.summarize_comparison``'s table (one row per changed arm and
+            metric: ``base_arm``, ``arm``, ``metric``, ``base_value``, ``arm_value``).
+        measured: per arm, its measured run's summary (bench_serving keys and units); the
+            base arm's must be there.
+
+    Returns:
+        One row per changed arm with a measured run and metric both runs have a finite
+        positive value for: ``arm, metric, pred_change_pct, meas_change_pct, factor_err_pct,
+        verdict`` (:func:`verdict`), in the table's order.
+
+    Raises:
+        KeyError: the base arm has no measured run.
+    """
+    rows = []
+    for r in table.itertuples():
+        got, base = measured.get(r.arm), measured[r.base_arm]
+        if got is None:
+            continue
+        mb, ma = base.get(r.metric), got.get(r.metric)
+        vals = (r.base_value, r.arm_value, mb, ma)
+        if any(not isinstance(v, (int, float)) or not np.isfinite(v) or v <= 0 for v in vals):
+            continue
+        pred, meas = 100.0 * (r.arm_value / r.base_value - 1), 100.0 * (ma / mb - 1)
+        err = 100.0 * ((r.arm_value / r.base_value) / (ma / mb) - 1)
+        rows.append({"arm": r.arm, "metric": r.metric, "pred_change_pct": pred, "meas_change_pct": meas,
+                     "factor_err_pct": err, "verdict": verdict(pred, meas, err)})
+    return pd.DataFrame(rows, columns=["arm", "metric", "pred_change_pct", "meas_change_pct", "factor_err_pct",
+                                       "verdict"])
+
+
+def print_measured_changes(console, changes: pd.DataFrame, base_arm: str, sources: dict[str, str]) -> None:
+    """Print :func:`measured_changes`'s table on ``console`` (rich), with the runs it read and
+    what a measured change under the noise floor means."""
+    from rich.table import Table
+    from specsched.analysis.narrow import print_table
+
+    header = ["metric", "arm", "predicted change", "measured change", "change factor error", "verdict"]
+    rows = [[r.metric, r.arm, f"{r.pred_change_pct:+.1f} %", f"{r.meas_change_pct:+.1f} %",
+             f"{r.factor_err_pct:+.1f} %", r.verdict] for r in changes.itertuples()]
+    title = f"predicted against measured change, each arm against {base_arm}"
+    caption = ("measured: " + "; ".join(f"{a} {s}" for a, s in sources.items())
+               + f". Agrees: the change factor (arm / {base_arm}) within {WITHIN_PCT:.0f} % of the measured one. "
+               "Two runs of one plan on a GPU differ by 0.3-1.2 % (median) and 1-4 % (p90) on these figures "
+               "(docs/measurements/scoreboard.md, noise floor): a measured change that small is not resolved by "
+               "one run per arm.")
+    table = Table(*header, title=title, caption=caption, caption_justify="left")
+    for row in rows:
+        table.add_row(*row)
+    print_table(console, table, header, rows, key_columns=2, title=title, caption=caption)

@@ -23,7 +23,7 @@ import os
 import re
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -479,6 +479,34 @@ def _plot_sweep(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- compare
 
+def _measured_arms(specs: Sequence[str], arms: Sequence[str]) -> dict[str, tuple[Any, str]]:
+    """``compare --measured ARM=RUN`` read: per arm, (its run as ``analysis.bench_cli.load_run_or_bench``
+    gives it, RUN as given).
+
+    Raises:
+        ConfigError: not ``ARM=RUN``, an arm not in ``--arms`` or given twice, no measured run of
+            the base arm (the first of ``--arms``) while another arm has one, or a run that
+            cannot be read (the reader's one line).
+    """
+    from specsched.analysis.bench_cli import load_run_or_bench
+
+    out: dict[str, tuple[Any, str]] = {}
+    for spec in specs:
+        arm, sep, run = spec.partition("=")
+        if not sep or not arm or not run:
+            raise ConfigError(_CLI, "--measured", spec, "ARM=RUN: an arm of --arms, '=', a bench_serving "
+                              "FILE[:LINE] or a results directory")
+        if arm not in arms:
+            raise ConfigError(_CLI, "--measured", spec, f"arm '{arm}' is not in --arms ({', '.join(arms)})")
+        if arm in out:
+            raise ConfigError(_CLI, "--measured", spec, f"arm '{arm}' is given twice: one measured run per arm")
+        out[arm] = (load_run_or_bench(run), run)
+    if out and arms[0] not in out:
+        raise ConfigError(_CLI, "--measured", ", ".join(specs), f"give the base arm's run too (--measured "
+                          f"{arms[0]}=RUN): a change is measured against it")
+    return out
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """``compare``: run arms over seeds, print the comparison, keep each run's results
     directory (``<DIR>/<arm>-seed<N>``, as ``specsched run`` names it), optionally write
@@ -503,6 +531,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if val and (above := file_above(val)) is not None:
             raise ConfigError(_CLI, opt, val, f"{above} is a file: it cannot hold what {opt} writes")
     scenarios = compare.check_arms(args.scenario, arms, args.seeds, parse_overrides(args.set))  # names --arms, not --arm
+    measured = _measured_arms(args.measured, arms)   # read before the runs: a bad file costs no simulation
     for arm in arms:
         check_workload(args.scenario, arm, parse_overrides(args.set), args.max_requests)
     from specsched.analysis.overrides import unread_everywhere
@@ -564,6 +593,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(note, file=sys.stderr)
     for note in compare.kv_pool_notes(samples, list(zip(arms, scenarios, strict=True))):
         print(note, file=sys.stderr)
+    if measured:
+        from specsched.analysis import change_scores
+
+        summaries = {a: dict(r.summary) for a, (r, _) in measured.items()}
+        change_scores.print_measured_changes(console, change_scores.measured_changes(table, summaries), arms[0],
+                                             {a: src for a, (_, src) in measured.items()})
     if args.csv:
         compare.write_csv(table, args.csv)
     if args.markdown:
@@ -848,6 +883,10 @@ def add_parsers(subparsers: Any) -> None:
     c.add_argument("--no-progress", action="store_true", help="no progress bar")
     c.add_argument("--max-requests", type=positive_int, default=None, metavar="N",
                    help="refuse workloads above N requests before running (default 2000000)")
+    c.add_argument("--measured", action="append", default=[], metavar="ARM=RUN",
+                   help="a server's measured run of ARM: a bench_serving result FILE[:LINE] or a results "
+                        "directory (repeatable; the base arm's too): prints each arm's predicted change beside "
+                        "the measured one, e.g. --measured base=runs.jsonl:1 --measured fix=runs.jsonl:2")
     c.set_defaults(func=cmd_compare)
 
     s = subparsers.add_parser("sweep", help="run a parameter grid x seeds into one tidy parquet file",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from specsched.analysis.change_scores import (
@@ -98,3 +99,53 @@ def test_scoreboard_page_has_the_changes_section(tmp_path):
     assert "| c | same | [9](h100-v9/) | - | = (+1.0) |" in text
     assert (docs / "scoreboard" / "changes.png").stat().st_size > 1000
     assert WITHIN_PCT < 100 * (1.1 / 1.05 - 1)
+
+
+def test_verdict_names_each_case():
+    from specsched.analysis.change_scores import verdict
+
+    assert verdict(10.0, 10.5, 100 * (1.10 / 1.105 - 1)) == "agrees"
+    assert verdict(10.0, 0.5, 9.45) == "measured no change"
+    assert verdict(0.5, 10.0, -8.6) == "predicted no change"
+    assert verdict(20.0, 10.0, 9.1) == "same direction"
+    assert verdict(-5.0, 10.0, -13.6) == "opposite"
+
+
+def test_compare_sets_each_arm_beside_its_measured_run(tmp_path, capsys):
+    """`compare --measured`: with the simulator's own runs of the same seed as the measured
+    ones, every predicted change is the measured change (factor error 0, 'agrees')."""
+    from specsched.cli import main
+
+    small = ["--set", "workload.num_requests=24"]
+    for arm in ("base", "stream_wait"):
+        assert main(["run", "burst256-ht", "--arm", arm, *small, "--out", str(tmp_path / arm), "-q"]) == 0
+    capsys.readouterr()
+    assert main(["compare", "burst256-ht", "--arms", "base,stream_wait", "--seeds", "1", *small, "--no-save", "-q",
+                 "--measured", f"base={tmp_path / 'base'}", "--measured", f"stream_wait={tmp_path / 'stream_wait'}"]) == 0
+    out = capsys.readouterr().out
+    block = out.split("predicted against measured change, each arm against base", 1)[1]
+    rows = [line for line in block.splitlines() if "stream_wait" in line and "%" in line]
+    assert any("median_tpot_ms" in r for r in rows)
+    assert rows and all("agrees" in r and "+0.0 %" in r for r in rows), rows
+
+
+@pytest.mark.parametrize(("measured", "says"), [
+    (["base"], "ARM=RUN"),
+    (["other=x.jsonl", "base=y.jsonl"], "arm 'other' is not in --arms"),
+    (["both=RUNS"], "give the base arm's run too"),
+    (["base=RUNS", "base=RUNS"], "given twice"),
+    (["base=/nonexistent/runs.jsonl"], "no such path"),
+])
+def test_compare_measured_mistakes_are_one_line_before_any_run(measured, says, tmp_path, capsys):
+    from specsched.cli import main
+
+    runs = tmp_path / "runs"
+    assert main(["run", "burst256-ht", "--set", "workload.num_requests=4", "--out", str(runs), "-q"]) == 0
+    capsys.readouterr()
+    argv = ["compare", "burst256-ht", "--arms", "base,both", "--seeds", "1", "--out", str(tmp_path / "o"), "-q"]
+    for m in measured:
+        argv += ["--measured", m.replace("RUNS", str(runs))]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err, err
+    assert not (tmp_path / "o").exists()
