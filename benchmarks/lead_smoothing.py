@@ -9,6 +9,11 @@ docs/measurements). Every run is simulated twice, with the profile as it is and 
 ``host.*_lead_by_tokens`` tables smoothed, and the five target figures' errors against the
 measurement are printed (and written to ``--out``), with the count within 5 % and the mean
 |error| of each. A run whose scenario no longer loads is skipped and named.
+
+``--per-point-from-provenance``: the "as recorded" side reads each table's per-point leads
+from the profile's provenance (the medians the profiler took, span minus device, clamped at
+0, a token count measured twice averaged) instead of its table: for a profile made since the
+profiler smooths, the tables as measured before smoothing.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import re
 import subprocess
 import sys
 import tarfile
@@ -43,6 +49,28 @@ def smoothed(profile: dict) -> dict:
     return out
 
 
+_POINT = re.compile(r"(\d+): ([0-9.eE+-]+) ms / ([0-9.eE+-]+) ms(?: -> ([0-9.eE+-]+) ms)?")
+"""A provenance point ``TOKENS: SPAN ms / DEVICE ms [-> LEAD ms]`` (runtime/profile_provenance.py;
+the lead, where written, to four digits of its own rather than the difference of two rounded spans)."""
+
+
+def per_point_from_provenance(profile: dict) -> dict:
+    """The profile with each lead table rebuilt from the points its provenance records: per
+    token count the mean of max(0, span - device) over its points (as the profiler fitted
+    before smoothing). A table whose provenance holds no point is left as it is."""
+    out = copy.deepcopy(profile)
+    for key in TABLES:
+        text = out.get("provenance", {}).get(f"host.{key}", "")
+        table = out.get("host", {}).get(key)
+        by: dict[float, list[float]] = {}
+        for tok, span, dev, lead in _POINT.findall(text.split("[")[0]):
+            by.setdefault(float(tok), []).append(float(lead) / 1e3 if lead else max(0.0, (float(span) - float(dev)) / 1e3))
+        if table and by:
+            toks = sorted(by)
+            table.update(tokens=toks, seconds=[sum(by[t]) / len(by[t]) for t in toks])
+    return out
+
+
 def _predict(scenario: Path, profile: Path, out: Path) -> dict | None:
     proc = subprocess.run([sys.executable, "-m", "specsched", "run", str(scenario), "--set", f"profile={profile}",
                            "--out", str(out), "-q"], capture_output=True, text=True)
@@ -56,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("calls", nargs="+", metavar="CALL:PROFILE")
     ap.add_argument("--out", type=Path, help="write every figure's errors here (CSV)")
+    ap.add_argument("--per-point-from-provenance", action="store_true",
+                    help="the 'as recorded' side: each lead table's points as its provenance records them")
     args = ap.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -67,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{arg}: needs CALL:PROFILE with {tar} and {prof_path} present", file=sys.stderr)
                 return 2
             recorded = yaml.safe_load(prof_path.read_text())
+            if args.per_point_from_provenance:
+                recorded = per_point_from_provenance(recorded)
             profiles = {"as recorded": work / f"p{i}-recorded.yaml", "smoothed": work / f"p{i}-smoothed.yaml"}
             profiles["as recorded"].write_text(yaml.safe_dump(recorded))
             profiles["smoothed"].write_text(yaml.safe_dump(smoothed(recorded)))
