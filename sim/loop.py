@@ -73,6 +73,14 @@ def scheduler_loop(sched: Scheduler, server: ServerArgs, fast_forward: bool = Fa
     a handle for ``Launch``, a :class:`~sim.plan.StepOutput` for ``Results``, for
     ``FastForward`` (issued only with ``fast_forward``) the (plan, handle) then in flight or
     None, None otherwise.
+
+    The loop holds one object per operation it issues every iteration (one per kind of host
+    work and per launch part) and sets its fields before each yield, so an operation holds
+    its pass's fields until the executor sends its result back, and the next one of its kind
+    may be the same object with new fields: executors read an operation at once (as every
+    one does), they do not keep it. Building an op is a Python ``__init__`` call per op,
+    ~0.1-0.2 us, about eight an iteration; setting its fields is one attribute store each
+    (docs/performance.md). The publish waits (speculative decoding only) are built as issued.
     """
     spec = server.speculative_algorithm.enabled
     block_drafter = server.speculative_algorithm.is_block
@@ -82,16 +90,22 @@ def scheduler_loop(sched: Scheduler, server: ServerArgs, fast_forward: bool = Fa
     plan = None   # the last pass's plan until this pass schedules (the skipper reads it)
     # (plan, handle whose results are pending, handle whose end is the publish event)
     in_flight: tuple[Any, Any, Any] | None = None
+    # the operations, reused (docstring): fields set before each yield
+    ff_op, recv_op, wait_op = FastForward(None, None), Recv(), WaitForWork()
+    schedule_op, launch_work_op, process_op = HostWork("schedule", None), HostWork("launch", None), HostWork("process", None)
+    launch_op, inject_op = Launch(None), Launch(None, "inject")
+    results_op, deliver_op = Results(None), Deliver(None)
     while True:
         if fast_forward and in_flight is not None and in_flight[1] is in_flight[2]:
             # the executor may collapse a decode stretch: it applies its iterations through
             # the scheduler and hands back the forward it leaves in flight (not right after
             # a block drafter's prefill, whose publish precedes its injection's end)
-            jumped = yield FastForward(in_flight[0], in_flight[1])
+            ff_op.plan, ff_op.handle = in_flight[0], in_flight[1]
+            jumped = yield ff_op
             if jumped is not None:
                 in_flight = (jumped[0], jumped[1], jumped[1])
         if skipper is None or skipper.should_recv(plan, idle=in_flight is None and not sched.has_work):
-            for req in (yield Recv()):
+            for req in (yield recv_op):
                 sched.add_request(req)
         plan = sched.schedule()
         # what the pass delivered while it was built: a decode server streams the first tokens
@@ -100,30 +114,38 @@ def scheduler_loop(sched: Scheduler, server: ServerArgs, fast_forward: bool = Fa
         # (schedule_batch.py retract_decode, scheduler.py send_abort_output)
         built = sched.take_pass_deliveries()
         if built:
-            yield Deliver(built)
+            deliver_op.deliveries = built
+            yield deliver_op
         handle = publish = None
         if plan is not None:
-            yield HostWork("schedule", plan)
+            schedule_op.plan = plan
+            yield schedule_op
             if spec and in_flight is not None and plan.num_extend < plan.batch_size:
                 # only a batch with decoding rows resolves the previous step's lengths
                 yield _publish_wait(server, in_flight[2])
-            yield HostWork("launch", plan)
-            handle = publish = yield Launch(plan)
+            launch_work_op.plan = plan
+            yield launch_work_op
+            launch_op.plan = plan
+            handle = publish = yield launch_op
             if spec and plan.is_prefill and plan.num_extend:
                 # the drafter's forward over the prompt, after the target's publish: a block
                 # drafter's KV injection, a chain drafter's draft extend for prefill
                 if block_drafter and server.prefill_slot_expansion_sync:
                     yield HostBlock(handle, "slot_expansion")
-                handle = yield Launch(plan, "inject")
+                inject_op.plan = plan
+                handle = yield inject_op
             if not overlap:
                 in_flight, handle = (plan, handle, publish), None
         if in_flight is not None:
             prev_plan, prev_handle, _ = in_flight
-            output = yield Results(prev_handle)
+            results_op.handle = prev_handle
+            output = yield results_op
             deliveries = sched.process_result(prev_plan, output)
-            yield HostWork("process", prev_plan)
+            process_op.plan = prev_plan
+            yield process_op
             if deliveries:
-                yield Deliver(deliveries)
+                deliver_op.deliveries = deliveries
+                yield deliver_op
         in_flight = (plan, handle, publish) if handle is not None else None
         if plan is None and in_flight is None and not sched.has_work:
-            yield WaitForWork()
+            yield wait_op

@@ -2,9 +2,12 @@
 
 See docs/architecture.md for the table of what each does on each side. Each op is a small
 dataclass with slots; the executor sends a result back into the loop generator where noted.
-Executors only read an op. Ops are not frozen dataclasses: the loop makes about eight per
-iteration, and a frozen one's ``__init__`` (``object.__setattr__`` per field) takes twice as
-long (docs/performance.md).
+Executors only read an op, and only until they send its result back: the loop
+(:func:`sim.loop.scheduler_loop`) reuses one object per op it issues every iteration and
+sets its fields before each yield (about eight an iteration; building each took a Python
+``__init__`` call, docs/performance.md), so an op kept past its result may hold a later
+pass's fields. Ops are not frozen dataclasses: a frozen one's ``__init__``
+(``object.__setattr__`` per field) takes twice as long, and the loop sets their fields.
 """
 
 from __future__ import annotations

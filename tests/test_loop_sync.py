@@ -273,3 +273,58 @@ def test_inject_issue_after_a_block_is_the_launch_less_the_preparation_never_neg
     b = SimEngine(sc, tiny_profile(launch_per_inject_s=max(0.0, issue_ms - prep_ms) / 1e3)).run()
     assert np.allclose(a.steps["gpu_end_s"], b.steps["gpu_end_s"], rtol=0, atol=1e-12)
     assert (a.requests["ttft_s"].to_numpy() > 0).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(overlap=st.booleans(), spec=st.sampled_from(["none", "dspark"]),
+       sync_mode=st.sampled_from(["host_block", "stream_wait", "cross_queue_wait"]),
+       lens=st.lists(st.tuples(st.integers(1, 1500), st.integers(1, 12)), min_size=1, max_size=5),
+       chunk=st.sampled_from([-1, 512]), iterations=st.integers(20, 120))
+def test_reused_ops_hold_their_pass_fields_when_issued(overlap, spec, sync_mode, lens, chunk, iterations):
+    """The loop reuses one object per op (sim/loop.py) and sets its fields before each
+    yield: read when issued (as every executor reads them), each op holds its own pass's
+    values: a pass's schedule and launch host work and its launches carry the plan the
+    scheduler just built, a Results a handle the executor gave one of that plan's launches
+    (the last pass's under overlap), the process host work after it that same plan; a
+    Deliver the deliveries of the results just processed."""
+    from specsched.sim.ops import Deliver, HostWork, Results
+    from specsched.sim.plan import StepOutput
+
+    server = ServerArgs(enable_overlap_schedule=overlap, speculative_algorithm=spec,
+                        speculative_num_draft_tokens=4 if spec != "none" else None, sync_mode=sync_mode,
+                        chunked_prefill_size=chunk, max_prefill_tokens=2048)
+    s = Scheduler(server, NoDelay())
+    loop = scheduler_loop(s, server)
+    assert type(next(loop)) is Recv
+    op = loop.send([Req(i, p, o) for i, (p, o) in enumerate(lens)])
+    plan_of: dict[int, object] = {}   # id(handle) -> the plan launched with it
+    handles = []                      # every handle given (their ids stay theirs)
+    scheduled = results_plan = None
+    seen: dict[type, set[int]] = {}
+    for _ in range(iterations):
+        seen.setdefault(type(op), set()).add(id(op))
+        result = None
+        if type(op) is HostWork:
+            if op.kind == "schedule":
+                scheduled = op.plan
+            elif op.kind == "launch":
+                assert op.plan is scheduled
+            else:
+                assert op.plan is results_plan
+        elif type(op) is Launch:
+            assert op.plan is scheduled
+            result = object()
+            handles.append(result)
+            plan_of[id(result)] = op.plan   # an injection's handle stands for its plan's results
+        elif type(op) is Results:
+            results_plan = plan_of[id(op.handle)]
+            result = StepOutput(np.ones(results_plan.batch_size, dtype=np.int64))
+        elif type(op) is Deliver:
+            assert op.deliveries
+        elif type(op) is Recv:
+            result = []
+        elif type(op).__name__ == "WaitForWork":
+            break
+        op = loop.send(result)
+    # one object per op the loop issues every iteration (and per kind of host work)
+    assert len(seen.get(Results, ())) <= 1 and len(seen.get(HostWork, ())) <= 3
