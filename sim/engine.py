@@ -418,6 +418,7 @@ class SimEngine(Clients, EngineStretch):
         sched, cost, wake = self.sched, self.cost, self.profile.host.sync_wakeup_s
         slot_expansion = self.profile.host.slot_expansion_s
         rec = self.rec
+        ts_rows = rec.full   # the timeseries rows are kept (full records)
         peek = self.env.peek
         # open arrivals: the host is SimPy's only process, so nothing is due before the run
         # ends (peek() is inf) and the host clock always just moves; off once all_done fires
@@ -431,7 +432,10 @@ class SimEngine(Clients, EngineStretch):
             tp = type(op)
             if tp is HostWork:   # the most frequent op (three an iteration) first
                 if op.kind == "schedule":
-                    rec.pass_state(self._t, sched.num_running, len(sched.waiting), sched.kv.used)
+                    if ts_rows:
+                        rec.pass_state(self._t, sched.num_running, len(sched.waiting), sched.kv.used)
+                    else:   # compact records count the pass; its state makes no row, so it is not read
+                        rec.pass_state(self._t, 0, 0, 0)
                 dt = cost.host(op.kind, op.plan)
                 if dt > 0:
                     # _advance inlined (three host works per iteration): no generator

@@ -232,6 +232,9 @@ def test_compact_records_give_the_full_summary(server, workload, out, seed, fast
     assert compact.chunks.empty and compact.steps.empty and compact.timeseries.empty
     assert list(compact.chunks.columns) == list(full.chunks.columns)
     assert compact.extra["num_steps"] == len(full.steps)
+    # compact records count each pass without reading its state (the timeseries row it makes
+    # in full records)
+    assert compact.extra["num_passes"] == full.extra["num_passes"] == len(full.timeseries)
     assert_same_summary(full.summary, compact.summary, rel=1e-12)
 
 
