@@ -428,12 +428,19 @@ _TYPE_WORDS = {"int_type": "must be an integer", "int_parsing": "must be an inte
 "Input should be a valid integer")."""
 
 
+_LEADING_ZERO = re.compile(r"^[-+]?0[0-9_]+$")
+"""Digits with a leading zero (``010``), which the YAML reader leaves a string: YAML 1.1 reads
+them as octal, 1.2 as decimal (sim/yaml_io.py)."""
+
+
 def _unquoted_fits(text: str, error_type: str) -> bool:
     """Whether ``text``, a string where pydantic's ``error_type`` wanted another type, is that
     type's YAML spelling in quotes (``"0.85"`` for a number, ``"true"`` for a boolean)."""
     t = text.strip()
     if error_type.startswith("bool"):
         return t.lower() in ("true", "false")
+    if _LEADING_ZERO.match(t):   # unquoted too: the YAML reader keeps it a string (sim/yaml_io.py)
+        return False
     try:
         v = float(t) if error_type.startswith(("float", "finite")) else int(t)
     except ValueError:
@@ -490,6 +497,9 @@ def validation_error(file: str, err: ValidationError, data: dict[str, Any],
     if first["type"] in _TYPE_WORDS and isinstance(value, str) and _unquoted_fits(value, first["type"]):
         # mem_fraction_static: "0.85": YAML reads a quoted value as a string, which "must be a number" does not say
         msg += f" (the value is quoted: write {value.strip()} without quotes)"
+    if first["type"] in _TYPE_WORDS and isinstance(value, str) and _LEADING_ZERO.match(value.strip()):
+        msg += (f" (a leading zero: YAML 1.1 reads {value.strip()} as octal, 1.2 as decimal; "
+                f"write {int(value.strip().replace('_', ''))} for the decimal number)")
     if first["type"] == "model_type" and (first.get("ctx") or {}).get("class_name") == "LengthDist" \
             and isinstance(value, (int, float)) and not isinstance(value, bool):
         msg += f", e.g. {{kind: fixed, value: {value}}} (or kind uniform with range_ratio, or kind file)"

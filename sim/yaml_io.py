@@ -7,7 +7,9 @@ aliases without limit (a 975-byte "billion laughs" file grows to billions of nod
 - scalars resolve as in YAML 1.2's core schema, narrowed: booleans are only
   ``true``/``false``, integers only decimal, floats decimal (``1e6`` included) or
   ``.inf``/``.nan``; anything else stays a string, which the strict pydantic models refuse
-  for a number or boolean field (so ``yes`` or ``0x10`` is an error, not a 1);
+  for a number or boolean field (so ``yes`` or ``0x10`` is an error, not a 1); so does a
+  number of digits with a leading zero (``010``: YAML 1.1 reads it as octal 8, 1.2 as 10),
+  which the float rule read as 10.0;
 - a key repeated in one mapping is an error naming both lines;
 - aliases are allowed (with ``<<`` merge keys) but the document's size with every alias
   expanded is limited to :data:`MAX_EXPANDED_NODES`, and recursive aliases are refused.
@@ -61,7 +63,7 @@ _StrictLoader.add_implicit_resolver(
     "tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9_]*)$"), list("-+0123456789"))
 _StrictLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
-    re.compile(r"""^(?:[-+]?(?=\.?[0-9])(?:[0-9][0-9_]*)?(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?
+    re.compile(r"""^(?:(?![-+]?0[0-9_]+$)[-+]?(?=\.?[0-9])(?:[0-9][0-9_]*)?(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?
                 |[-+]?\.(?:inf|Inf|INF)
                 |\.(?:nan|NaN|NAN))$""", re.X),
     list("-+0123456789."))

@@ -269,6 +269,22 @@ def test_request_rate_inf_as_text_says_to_write_yaml_infinity(tmp_path, capsys, 
     _assert_refused(capsys, ["run", str(p)], tmp_path / "res", "workload.request_rate", f"'{text}'", "write .inf")
 
 
+@pytest.mark.parametrize(("written", "decimal"), [("010", "10"), ("00", "0"), ("007", "7")])
+def test_leading_zero_number_is_named_as_written(tmp_path, capsys, written, decimal):
+    """A number with a leading zero (YAML 1.1, which PyYAML follows, reads ``010`` as octal 8)
+    is refused as ``0x10`` is, named as the user wrote it: the float rule took it, and the line
+    said ``max_running_requests = 10.0: must be an integer`` (and a rate of ``010`` ran at 10)."""
+    path = small_scenario(tmp_path, **{"max_running_requests: 128": f"max_running_requests: {written}"})
+    err = _assert_refused(capsys, ["run", str(path)], tmp_path / "res", "server.max_running_requests",
+                          f"= '{written}'", f"write {decimal}")
+    assert "quoted" not in err
+    err = _assert_refused(capsys, ["run", str(_poisson(tmp_path, written))], tmp_path / "res2",
+                          "workload.request_rate", f"= '{written}'", f"write {decimal}")
+    err = _assert_refused(capsys, ["run", str(small_scenario(tmp_path)), "--set",
+                                   f"server.max_running_requests={written}"], tmp_path / "res3",
+                          f"= '{written}'", f"write {decimal}")
+
+
 def test_max_requests_can_be_raised(tmp_path, capsys):
     path = small_scenario(tmp_path)
     _assert_refused(capsys, ["run", str(path), "--max-requests", "5"], tmp_path / "res", "--max-requests", "GiB")
