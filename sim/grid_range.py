@@ -250,8 +250,11 @@ class AcceptanceBeyond:
             block = ("; SGLang runs a DSpark window other than the draft checkpoint's block size + 1 only with "
                      "--speculative-dspark-block-size (arg_groups/speculative_hook.py _handle_dspark), a drafter "
                      "at a block size it was not trained for")
+        first = self.measured + 1
+        positions = (f"position {first} continues" if first == self.window
+                     else f"positions {first}-{self.window} continue")
         return (f"warning: acceptance: verify window {self.window} is longer than the {self.measured} the acceptance "
-                f"states rates for: positions {self.measured + 1}-{self.window} continue the last stated rate "
+                f"states rates for: {positions} the last stated rate "
                 f"({decay}, acceptance.rate_decay), so the longer window's gain is extrapolated{block}")
 
 

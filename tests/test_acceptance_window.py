@@ -301,6 +301,16 @@ def test_a_window_past_the_stated_rates_is_said_once_at_its_largest():
     assert merged([*notes(8), n10]) == [n10]
 
 
+def test_one_position_past_the_stated_rates_is_named_as_one():
+    """A window one longer than the stated one continues one position: the line said
+    "positions 4-4 continue the last stated rate"."""
+    from specsched.sim.grid_range import AcceptanceBeyond
+
+    line = AcceptanceBeyond(window=4, measured=3, rate_decay=1.0, block=False).line()
+    assert "position 4 continues the last stated rate" in line and "4-4" not in line
+    assert "positions 4-6 continue" in AcceptanceBeyond(window=6, measured=3, rate_decay=1.0, block=False).line()
+
+
 def test_a_dflash_window_past_the_stated_rates_names_dflash_not_dspark():
     """DFlash takes its window as the block size (--speculative-num-draft-tokens or
     --speculative-dflash-block-size, sglang 0.5.23 arg_groups/speculative_hook.py _handle_dflash),
