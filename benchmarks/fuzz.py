@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
+from specsched.sim.cli_types import positive_int, positive_number
 from specsched.sim.config import AdmissionDelay, Scenario, ServerArgs, SpecAlgorithm, SyncMode
 from specsched.sim.disaggregation import PDEngine
 from specsched.sim.dp_replicas import ReplicaEngine
@@ -674,13 +675,13 @@ def fuzz(minutes: float, first_seed: int = 0, batch: int = 50, hostile_profiles:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python benchmarks/fuzz.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--minutes", type=float, default=None,
+    p.add_argument("--minutes", type=positive_number, default=None,
                    help="how long to fuzz (default 1, or no limit with --cases)")
     p.add_argument("--cases", type=int, default=None, help="stop after this many cases (ran or refused)")
     p.add_argument("--kinds", default="plain",
                    help=f"comma-separated case kinds: {', '.join(KINDS)} (default plain)")
     p.add_argument("--seed", type=int, default=0, help="first batch seed (default 0)")
-    p.add_argument("--batch", type=int, default=50, help="cases per hypothesis batch (default 50)")
+    p.add_argument("--batch", type=positive_int, default=50, help="cases per hypothesis batch (default 50)")
     p.add_argument("--no-hostile-profiles", action="store_true",
                    help="only valid profiles (default: also all-zero grids and missing grids)")
     p.add_argument("--swa", action="store_true", help="also hybrid sliding-window KV pools (a quarter of the cases)")

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from specsched.sim.cli_types import positive_int, positive_number
 
 CHILD = """
 import resource, sys
@@ -78,14 +79,16 @@ def measure(d: Path, n: int, output_len: int, input_len: int, rate: float) -> tu
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--requests", type=int, nargs=2, default=[2000, 8000], metavar="N",
+    ap.add_argument("--requests", type=positive_int, nargs=2, default=[2000, 8000], metavar="N",
                     help="the two request counts whose difference gives bytes a request")
-    ap.add_argument("--outputs", type=int, nargs="+", default=[128, 1024, 4096, 16384, 32768],
+    ap.add_argument("--outputs", type=positive_int, nargs="+", default=[128, 1024, 4096, 16384, 32768],
                     help="output lengths (tokens a request)")
-    ap.add_argument("--input-len", type=int, default=512)
-    ap.add_argument("--rate", type=float, default=8.0, help="arrivals (requests/s)")
+    ap.add_argument("--input-len", type=positive_int, default=512)
+    ap.add_argument("--rate", type=positive_number, default=8.0, help="arrivals (requests/s)")
     a = ap.parse_args(argv)
     n1, n2 = a.requests
+    if n1 == n2:
+        ap.error(f"--requests {n1} {n2}: give two different counts (bytes a request is their RSS difference over theirs)")
     print(f"{'output':>7} {'N':>6} {'peak RSS MiB':>12} {'time s':>7}  bytes/request (slope)  bytes/token")
     with tempfile.TemporaryDirectory() as tmp:
         for o in a.outputs:

@@ -57,6 +57,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from specsched.sim.cli_types import positive_int
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # name -> (scenario file, arm, num_requests override or None)
@@ -455,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", nargs="+", default=None, choices=sorted(CASES) + sorted(CLI_CASES))
     ap.add_argument("--targets", action="store_true",
                     help="run every case with a target (issue 11) and print each against it")
-    ap.add_argument("--repeat", type=int, default=3, help="runs per case (the best wall time is reported)")
+    ap.add_argument("--repeat", type=positive_int, default=3, help="runs per case (the best wall time is reported)")
     ap.add_argument("--no-fast-forward", dest="fast_forward", action="store_false",
                     help="step by step (no collapsed decode runs)")
     ap.add_argument("--records", choices=("auto", "full", "compact"), default=None,

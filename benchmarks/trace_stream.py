@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from specsched.sim.cli_types import positive_number
 
 CHILD = """
 import os, resource, sys, time
@@ -105,7 +106,7 @@ def write_azure(path: Path, mb: float, seed: int = 0) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--mb", type=float, default=100.0, help="trace size in MB (default 100)")
+    ap.add_argument("--mb", type=positive_number, default=100.0, help="trace size in MB (default 100)")
     ap.add_argument("--keep", help="write the trace here and keep it (default: a temporary file)")
     ap.add_argument("--layout", choices=("mooncake", "azure"), default="mooncake",
                     help="mooncake: JSONL with hash_ids (default); azure: the Azure trace CSV")

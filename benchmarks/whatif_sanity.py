@@ -60,6 +60,7 @@ from specsched.sim.analytic.models import load_model
 from specsched.sim.analytic.roofline import Efficiency
 from specsched.sim.analytic.writer import build_profile
 from specsched.sim.atomic import atomic_write_text
+from specsched.sim.cli_types import seed_count
 from specsched.sim.engine import run_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -379,11 +380,15 @@ def report(outs: list[Outcome], bat: Battery, seeds: int, elapsed: float) -> str
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", type=int, default=3, help="seeds per point (the mean is judged; default 3)")
+    ap.add_argument("--seeds", type=seed_count, default=3, help="seeds per point (the mean is judged; default 3)")
     ap.add_argument("--only", default="", help="comma-separated check names (default: all)")
     ap.add_argument("--out", default=None, help="write the results page here (e.g. docs/whatif-sanity-results.md)")
     a = ap.parse_args(argv)
     only = {s for s in a.only.split(",") if s} or None
+    names = [c.name for c in checks()]
+    if only and not only <= set(names):
+        ap.error(f"--only {a.only}: unknown check(s) {', '.join(sorted(only - set(names)))}; allowed: "
+                 f"{', '.join(dict.fromkeys(names))}")
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         outs, bat = run_battery(a.seeds, only, Path(tmp))

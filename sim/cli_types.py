@@ -102,6 +102,23 @@ def nonnegative_float(text: str) -> float:
     return v
 
 
+def positive_number(text: str) -> float:
+    """argparse type: a finite number > 0 (a duration, a size, a rate).
+
+    Raises:
+        argparse.ArgumentTypeError: not a number, not finite, or <= 0 (argparse reports it, exit 2).
+    """
+    import math
+
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
+    return v
+
+
 def file_name(text: str) -> str:
     """argparse type: a name that becomes one file or folder name (``--name`` of a profile,
     whose default output is ``profiles/<name>.yaml``): not empty, no path separator, not
