@@ -56,7 +56,8 @@ def resolve_scenario_path(name_or_path: str | Path) -> Path:
 
     Raises:
         ConfigError: a bare name (no ``.yaml`` suffix) that is neither a file nor a bundled
-            scenario; the message lists the bundled names, closest first.
+            scenario; the message names ``NAME.yaml`` (or ``.yml``) where that file is there,
+            else lists the bundled names, closest first.
     """
     p = Path(name_or_path)
     if p.exists():
@@ -66,6 +67,10 @@ def resolve_scenario_path(name_or_path: str | Path) -> Path:
         if c.is_file():
             return c
     if p.suffix not in (".yaml", ".yml"):
+        local = next((q for q in (p.with_name(p.name + ".yaml"), p.with_name(p.name + ".yml")) if q.is_file()), None)
+        if local is not None:   # as a profile's bare name beside its file (sim/profile.py)
+            raise ConfigError(str(name_or_path), "<scenario>", str(name_or_path),
+                              f"no bundled scenario of that name, but {local} is there: give it as a path, {local}")
         names = closest_first(str(name_or_path), bundled_scenario_names())
         raise ConfigError(str(name_or_path), "<scenario>", str(name_or_path),
                           f"neither a file nor a bundled scenario; bundled (closest first): {', '.join(names)}")

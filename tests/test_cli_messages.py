@@ -127,6 +127,19 @@ def test_a_profile_given_where_a_scenario_goes_is_named_a_profile(capsys, tmp_pa
         assert "required" not in err[0]
 
 
+@pytest.mark.parametrize("suffix", [".yaml", ".yml"])
+def test_a_bare_name_of_a_local_scenario_file_says_to_give_it_as_a_path(capsys, tmp_path, monkeypatch, suffix):
+    """`specsched run mine` beside mine.yaml (as `specsched run burst256-ht` runs a bundled one)
+    was "neither a file nor a bundled scenario", naming only the bundled ones; a profile's
+    bare name beside its file says to give the path, and now so does a scenario's."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / f"mine{suffix}").write_text("name: mine\n")
+    assert main(["run", "mine"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"no bundled scenario of that name, but mine{suffix} is there: give it as a path" in err[0], err
+    assert "closest first" not in err[0]
+
+
 def test_a_missing_yaml_file_is_still_named_as_a_missing_file(capsys, tmp_path):
     assert main(["run", str(tmp_path / "mine.yaml")]) == 2
     err = capsys.readouterr().err
