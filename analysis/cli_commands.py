@@ -33,10 +33,11 @@ from specsched.sim.errors import ConfigError
 _CLI = "<command line>"
 
 
-def _list_arg(text: str, flag: str) -> list[str]:
+def _list_arg(text: str, flag: str, example: str) -> list[str]:
+    """The items of a comma-separated option; ``example`` is that option's own, for the refusal."""
     items = [x.strip() for x in text.split(",")]
     if not text.strip() or any(not x for x in items):
-        raise ConfigError(_CLI, flag, text, "expected a comma-separated list, e.g. base,fix")
+        raise ConfigError(_CLI, flag, text, f"expected a comma-separated list, e.g. {example}")
     return items
 
 
@@ -517,10 +518,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     from specsched.cli import default_out_dir
 
-    arms = _list_arg(args.arms, "--arms")
+    arms = _list_arg(args.arms, "--arms", "base,fix")
     if len(dict.fromkeys(arms)) < 2:
         raise ConfigError("<command line>", "--arms", args.arms, "give at least two different arms, the first is the base")
-    metrics = _list_arg(args.metrics, "--metrics") if args.metrics else None
+    metrics = _list_arg(args.metrics, "--metrics", "output_throughput,median_ttft_ms") if args.metrics else None
     from specsched.sim.atomic import file_above
 
     for opt, val, example in (("--csv", args.csv, "compare.csv"), ("--markdown", args.markdown, "compare.md"),

@@ -299,6 +299,21 @@ def test_compare_with_an_unknown_arm_names_its_own_option(scenario, capsys):
     assert "--arms = 'nope'" in err and "allowed: base" in err and "--arm =" not in err
 
 
+@pytest.mark.parametrize(("flag", "value", "example"), [
+    ("--arms", "base,", "e.g. base,fix"),
+    ("--metrics", ",", "e.g. output_throughput,median_ttft_ms"),
+    ("--metrics", "output_throughput,,p99_ttft_ms", "e.g. output_throughput,median_ttft_ms"),
+])
+def test_an_empty_item_of_a_list_option_gives_that_options_example(flag, value, example, scenario, capsys):
+    """`compare --metrics ,` answered "expected a comma-separated list, e.g. base,fix": the
+    arms' example under the metrics option."""
+    argv = ["compare", str(scenario), "--arms", "base,stream_wait", "--no-save", "--seeds", "1"]
+    argv = [*argv[:3], value, *argv[4:]] if flag == "--arms" else [*argv, flag, value]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{flag} = {value!r}" in err and example in err, err
+
+
 SPEC_ARM_SCENARIO = """name: dd
 profile: h200-1b
 server: {admission_delay: none}
