@@ -660,8 +660,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if out.suffix.lower() != ".parquet":   # parquet written under a .csv name, and x.csv.samples.parquet beside it
         raise ConfigError(_CLI, "--out", str(out), "the sweep writes a parquet file (and <name>.samples.parquet beside "
                           f"it): give a name ending in .parquet, e.g. {out.with_suffix('.parquet')}")
+    from specsched.analysis.sweep import refuse_seed_axis
     from specsched.sim.bundled import resolve_scenario_path
 
+    refuse_seed_axis(grid)
     base = parse_overrides(args.set)
     arms = grid.get("arm", [args.arm])
     sizes = grid.get("workload.num_requests", [None])

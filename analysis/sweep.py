@@ -408,6 +408,20 @@ def check_point(scenario: Any, profiles: set[tuple[str, str]] | None = None) -> 
     return scenario
 
 
+def refuse_seed_axis(grid: Mapping[str, Sequence[Any]]) -> None:
+    """Refuse ``seed`` as a grid axis: it is the runs' own column of the sweep's table (an axis
+    of it shared that column, the table's rows unnamed) and every point already runs the seeds
+    ``scenario.seed + 0..K-1`` of ``--seeds K`` (a seed axis' points overlapped: 1, 2 and 2, 3).
+
+    Raises:
+        ConfigError: ``grid`` has a ``seed`` axis.
+    """
+    if "seed" in grid:
+        raise ConfigError("<command line>", "seed", ",".join(map(str, grid["seed"])),
+                          "not a grid axis: every point runs seeds scenario.seed + 0..K-1 with --seeds K; "
+                          "--set seed=N moves the first")
+
+
 def run_sweep(
     scenario_path: str | Path,
     grid: Mapping[str, Sequence[Any]],
@@ -465,6 +479,7 @@ def run_sweep(
             check_key(key, str(path))
     if "arm" in fixed:
         raise ConfigError("<command line>", "arm", fixed["arm"], "choose the arm with arm= (or a grid axis 'arm')")
+    refuse_seed_axis(grid)
     points = [{"arm": p["arm"], **{k: v for k, v in fixed.items() if k not in grid}, **p} for p in grid_points(grid, arm)]
     scenarios = []
     profiles: set[tuple[str, str]] = set()

@@ -290,6 +290,17 @@ def test_bad_input_exits_2(argv, scenario, tmp_path, capsys):
     assert not (tmp_path / "x.parquet").exists()
 
 
+def test_a_seed_grid_axis_is_refused_for_seeds(scenario, tmp_path, capsys):
+    """`sweep --grid seed=1,2` ran, but the axis shared its column with the runs' own seed:
+    the table showed two unnamed rows and the parquet's seed column held the run seeds, the
+    axis value only in the point key (and the points' runs overlapped: seeds 1, 2 and 2, 3)."""
+    out = tmp_path / "x.parquet"
+    assert main(["sweep", str(scenario), "--grid", "seed=1,2", "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "seed = '1,2'" in err and "--seeds" in err and "--set seed=" in err, err
+    assert not out.exists()
+
+
 def test_compare_with_an_unknown_arm_names_its_own_option(scenario, capsys):
     """`compare --arms base,nope` named the loader's `--arm` option, which compare does not
     have; it names --arms, the arm at fault and the allowed ones, exit 2, nothing run."""
