@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import math
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -543,6 +543,37 @@ def refuse_replacing_own_scenario(out: Path) -> None:
                              "the scenario")
 
 
+def refuse_replacing_own_tables(out: Path, keys: Iterable[str]) -> None:
+    """Refuse the tables ``scenario from-bench`` writes beside ``out`` (its length histograms,
+    its trace: :func:`analysis.from_bench.table_path`) where such a file is there and is not one
+    the scenario from-bench wrote at ``out`` names: a user's own histogram of that name was
+    replaced without a word (the YAML itself: :func:`refuse_replacing_own_scenario`).
+
+    Raises:
+        ConfigError: naming ``--out``, the file in the way and how to go on.
+    """
+    import yaml
+    from specsched.analysis.from_bench import table_path
+
+    named: set[str] = set()
+    try:
+        data = yaml.safe_load(out.read_text(encoding="utf-8", errors="replace")) if out.is_file() else None
+    except yaml.YAMLError:
+        data = None
+    if isinstance(data, dict) and str(data.get("source", "")).startswith("bench_serving "):
+        wl = data.get("workload") if isinstance(data.get("workload"), dict) else {}
+        for k in ("input_len", "output_len", "trace"):
+            v = wl.get(k)
+            if isinstance(v, dict) and isinstance(v.get("path"), str):
+                named.add(v["path"])
+    for key in keys:
+        p = table_path(out, key)
+        if p.exists() and p.name not in named:
+            raise ConfigError("<command line>", "--out", str(out), f"its {key} table goes beside it as {p}, which "
+                              "exists and is no table of a scenario from-bench wrote there: not replaced; give "
+                              "another --out, or remove it first")
+
+
 def _from_bench_inputs(bench_file: str, profile: str, template: str | None) -> list[tuple[str, str | Path | None]]:
     """``scenario from-bench``'s input files for :func:`refuse_out_over_inputs`."""
     from specsched.sim.bundled import resolve_scenario_path
@@ -590,6 +621,7 @@ def cmd_from_bench(args: argparse.Namespace) -> int:
         out = out / f"{sc['name']}.yaml"   # written beside the folder, then the YAML refused naming a temporary file)
     refuse_out_over_inputs(out, _from_bench_inputs(run.source.rsplit(":", 1)[0], args.profile, args.template))
     refuse_replacing_own_scenario(out)
+    refuse_replacing_own_tables(out, tables)
     for p in write_scenario(sc, tables, out):
         print(f"wrote {p}")
     warn_mismatches(sc["assumptions"])   # stderr, -q or not: the scenario is for another setup

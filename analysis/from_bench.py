@@ -1940,6 +1940,13 @@ def _tag_name(run: BenchRun, default: str, notes: list[str]) -> str:
     return name
 
 
+def table_path(out: str | Path, key: str) -> Path:
+    """The file :func:`write_scenario` writes a table to beside the YAML ``out``: ``trace`` as
+    ``<stem>-trace.csv``, ``input``/``output`` lengths as ``<stem>-<key>-lengths.csv``."""
+    out = Path(out)
+    return out.with_name(f"{out.stem}-trace.csv" if key == "trace" else f"{out.stem}-{key}-lengths.csv")
+
+
 def write_scenario(sc: dict[str, Any], tables: dict[str, pd.DataFrame], out: str | Path) -> list[Path]:
     """Write the scenario YAML (and its length histograms beside it, ``<stem>-<input|output>-lengths.csv``),
     each atomically; histograms first, so a YAML never names a missing file. Returns the paths.
@@ -1970,7 +1977,7 @@ def write_scenario(sc: dict[str, Any], tables: dict[str, pd.DataFrame], out: str
         except ValueError:   # another drive: no relative path
             sc["profile"] = str(prof.resolve())
     for key, df in tables.items():
-        p = out.with_name(f"{out.stem}-trace.csv" if key == "trace" else f"{out.stem}-{key}-lengths.csv")
+        p = table_path(out, key)
         atomic_write(p, lambda tmp, df=df: df.to_csv(tmp, index=False))
         (sc["workload"]["trace"] if key == "trace" else sc["workload"][f"{key}_len"])["path"] = p.name
         written.append(p)

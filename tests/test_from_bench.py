@@ -1334,6 +1334,27 @@ def test_an_out_holding_a_scenario_of_ones_own_is_not_replaced(tmp_path, monkeyp
     assert mine.read_text() == "name: my\nprofile: h200-1b\n"
 
 
+def test_a_file_of_ones_own_beside_the_out_is_not_replaced(tmp_path, monkeypatch, capsys):
+    """from-bench writes its length histograms beside the YAML (``<stem>-input-lengths.csv``):
+    a user's own histogram of that name was replaced without a word, while a YAML of one's own
+    at --out was refused. Refused in one line, exit 2, nothing written; the histograms of a
+    scenario from-bench wrote there before (which names them) are still replaced."""
+    monkeypatch.chdir(tmp_path)
+    line = str(ROOT / "tests" / "data" / "bench" / "sglang-0.5.23-details.jsonl") + ":1"
+    argv = ["scenario", "from-bench", line, "--profile", "h200-1b", "--lengths", "details", "-q", "--out"]
+    mine = tmp_path / "s-input-lengths.csv"
+    mine.write_text("length,weight\n100,1\n")
+    assert main([*argv, "s.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "s-input-lengths.csv" in err[0] and "--out" in err[0], err
+    assert mine.read_text() == "length,weight\n100,1\n"
+    assert sorted(q.name for q in tmp_path.iterdir()) == ["s-input-lengths.csv"]
+    mine.unlink()
+    assert main([*argv, "s.yaml"]) == 0 and main([*argv, "s.yaml"]) == 0   # its own: replaced
+    (tmp_path / "s.yaml").unlink()   # histograms no scenario of from-bench names any more
+    assert main([*argv, "s.yaml"]) == 2
+
+
 def test_a_mooncake_line_replays_the_files_first_rows_sorted(tmp_path, capsys, monkeypatch):
     """bench_serving (benchmark/datasets/mooncake.py) keeps the file's first --num-prompts rows
     as written (``MooncakeDataset.load``), then sorts those by timestamp
