@@ -532,6 +532,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if val and (above := file_above(val)) is not None:
             raise ConfigError(_CLI, opt, val, f"{above} is a file: it cannot hold what {opt} writes")
     scenarios = compare.check_arms(args.scenario, arms, args.seeds, parse_overrides(args.set))  # names --arms, not --arm
+    from specsched.analysis.bench_cli import refuse_out_over_inputs
+    from specsched.sim.bundled import resolve_scenario_path
+    from specsched.sim.profile import resolve_profile_path
+
+    path = resolve_scenario_path(args.scenario)
+    inputs = [("the scenario", path), *(("the profile", resolve_profile_path(sc.profile, path)) for sc in scenarios)]
+    for opt, val in (("--csv", args.csv), ("--markdown", args.markdown)):
+        if val:   # the table written over the scenario it compared
+            try:
+                refuse_out_over_inputs(Path(val), inputs)
+            except ConfigError as e:
+                raise ConfigError(_CLI, opt, val, e.allowed) from None
     measured = _measured_arms(args.measured, arms)   # read before the runs: a bad file costs no simulation
     for arm in arms:
         check_workload(args.scenario, arm, parse_overrides(args.set), args.max_requests)

@@ -301,6 +301,18 @@ def test_a_seed_grid_axis_is_refused_for_seeds(scenario, tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("option", ["--csv", "--markdown"])
+def test_compare_refuses_a_table_over_the_scenario_it_reads(option, tmp_path, capsys):
+    """`compare s.yaml --csv s.yaml` wrote the table over the scenario it had just compared (and
+    --markdown likewise): one line, exit 2, before any run, the scenario left as it was."""
+    s = write_demo_scenario(tmp_path / "demo.yaml")
+    before = s.read_text()
+    assert main(["compare", str(s), "--arms", "base,stream_wait", "--seeds", "1", "--no-save", option, str(s)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and option in err[0] and "the scenario" in err[0], err
+    assert s.read_text() == before
+
+
 def test_compare_with_an_unknown_arm_names_its_own_option(scenario, capsys):
     """`compare --arms base,nope` named the loader's `--arm` option, which compare does not
     have; it names --arms, the arm at fault and the allowed ones, exit 2, nothing run."""
