@@ -348,6 +348,25 @@ def test_config_json_reads_like_the_shipped_entry(tmp_path):
     assert arch.model_dump(exclude={"name", "source"}) == L8.model_dump(exclude={"name", "source"})
 
 
+def test_a_checkpoint_folder_reads_its_config_json(tmp_path, capsys):
+    """The model's folder, as SGLang's --model-path takes it (a Hugging Face snapshot with its
+    config.json), was "not a config.json file nor a shipped model"; it reads the config.json in
+    it, named after the folder. A folder without one still says what it looked for."""
+    cfg = {k: v for k, v in shipped_models()["llama-3.1-8b"].items() if k != "source"}
+    folder = tmp_path / "My-Llama-8B"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg))
+    for path in (str(folder), str(folder) + "/"):
+        arch = load_model(path)
+        assert arch.name == "My-Llama-8B"
+        assert arch.model_dump(exclude={"name", "source"}) == L8.model_dump(exclude={"name", "source"})
+    (tmp_path / "empty").mkdir()
+    assert main(["profile", "--analytic", "--model", str(tmp_path / "empty"), "--gpu", "H100",
+                 "--out", str(tmp_path / "p.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "config.json" in err[0] and "folder" in err[0], err
+
+
 def test_cli_writes_a_profile_a_scenario_can_run(tmp_path, capsys):
     out = tmp_path / "p.yaml"
     assert main(["profile", "--analytic", "--model", "qwen3-0.6b", "--gpu", "rtx-5090", "--out", str(out)]) == 0

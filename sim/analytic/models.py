@@ -1364,9 +1364,10 @@ def with_stated_format(arch: ModelArch, name: str) -> ModelArch:
 
 def load_model(name_or_path: str, option: str = "--model") -> ModelArch:
     """A shipped model by name (case-insensitive; a Hugging Face id of a shipped
-    architecture too, :func:`shipped_key`) or a config.json path (``option``: the
-    command-line option an unknown name is reported under). A shipped name comes first, then
-    a file of that path, then a Hugging Face id of a shipped architecture.
+    architecture too, :func:`shipped_key`) or a config.json path, or the checkpoint's folder
+    holding one (what SGLang's --model-path names) (``option``: the command-line option an
+    unknown name is reported under). A shipped name comes first, then a file of that path,
+    then a Hugging Face id of a shipped architecture.
 
     Raises:
         ConfigError: unknown name (lists the shipped ones), unreadable or invalid JSON,
@@ -1374,6 +1375,8 @@ def load_model(name_or_path: str, option: str = "--model") -> ModelArch:
     """
     table = shipped_models()
     p = Path(name_or_path)
+    if p.is_dir() and (p / "config.json").is_file():   # a checkpoint's folder, as SGLang's --model-path
+        p = p / "config.json"
     key = name_or_path.lower()
     if key not in table:
         key = None if is_input_file(p) else shipped_key(name_or_path)
@@ -1385,6 +1388,9 @@ def load_model(name_or_path: str, option: str = "--model") -> ModelArch:
                               f"give the checkpoint's config.json (an unpriced format is priced as bf16 and said), or "
                               f"{key} with --dtype fp8 for an 8-bit estimate")
         return with_stated_format(from_hf_config(table[key], key, f"shipped model {key}"), name_or_path)
+    if p.is_dir():
+        raise ConfigError("<command line>", option, name_or_path,
+                          "a folder with no config.json in it: give the checkpoint's folder or its config.json")
     if not is_input_file(p):
         raise ConfigError("<command line>", option, name_or_path,
                           f"not a config.json file nor a shipped model; shipped: {', '.join(table)}")
