@@ -30,6 +30,8 @@ earliest round, as the scoreboard counts figures.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
 import pandas as pd
 
@@ -255,7 +257,22 @@ def verdict(pred_change_pct: float, meas_change_pct: float, factor_err_pct: floa
     return "same direction" if (pred_change_pct > 0) == (meas_change_pct > 0) else "opposite"
 
 
-def measured_changes(table: pd.DataFrame, measured: dict[str, dict[str, float]]) -> pd.DataFrame:
+PER_CHUNK_ITL = ("the measured client records one ITL per streamed chunk, a verify cycle's accepted block, and the "
+                 "prediction one per token")
+"""Why :func:`measured_changes` leaves out an ITL figure of a speculating arm measured per chunk."""
+NO_VALUE = "no measured value above 0 in both runs"
+"""Why :func:`measured_changes` leaves out a figure one of the measured runs has no usable value of."""
+NO_PREDICTION = "no predicted value above 0 in both arms"
+"""Why :func:`measured_changes` leaves out a figure one of the arms predicts none or 0 of."""
+
+
+def _usable(*vals) -> bool:
+    """Every value a finite number above 0 (a change factor can be read from it)."""
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v > 0 for v in vals)
+
+
+def measured_changes(table: pd.DataFrame, measured: dict[str, dict[str, float]], speculating: Collection[str] = (),
+                     per_chunk_itl: Collection[str] = (), left_out: dict[str, str] | None = None) -> pd.DataFrame:
     """A comparison's predicted changes beside a server's measured ones.
 
     Args:
@@ -263,6 +280,14 @@ def measured_changes(table: pd.DataFrame, measured: dict[str, dict[str, float]])
             metric: ``base_arm``, ``arm``, ``metric``, ``base_value``, ``arm_value``).
         measured: per arm, its measured run's summary (bench_serving keys and units); the
             base arm's must be there.
+        speculating: the arms whose scenario decodes speculatively.
+        per_chunk_itl: the arms whose measured run's ITL statistics are one gap per streamed
+            chunk (:func:`sim.bench_serving.itl_per_chunk`). Where one of a pair's arms
+            speculates and one of its runs is measured so, the ITL figures are left out: that
+            client's ITL is a verify cycle's gap, the prediction's a token's, and an arm that
+            moves the accept length moves the two differently.
+        left_out: filled with each metric left out for a pair with a measured run and why
+            (:data:`PER_CHUNK_ITL`, :data:`NO_VALUE`, :data:`NO_PREDICTION`), in the table's order.
 
     Returns:
         One row per changed arm with a measured run and metric both runs have a finite
@@ -277,9 +302,16 @@ def measured_changes(table: pd.DataFrame, measured: dict[str, dict[str, float]])
         got, base = measured.get(r.arm), measured[r.base_arm]
         if got is None:
             continue
+        if (str(r.metric).endswith("_itl_ms") and {r.arm, r.base_arm} & set(speculating)
+                and {r.arm, r.base_arm} & set(per_chunk_itl)):
+            if left_out is not None:
+                left_out.setdefault(r.metric, PER_CHUNK_ITL)
+            continue
         mb, ma = base.get(r.metric), got.get(r.metric)
-        vals = (r.base_value, r.arm_value, mb, ma)
-        if any(not isinstance(v, (int, float)) or not np.isfinite(v) or v <= 0 for v in vals):
+        why = NO_VALUE if not _usable(mb, ma) else NO_PREDICTION if not _usable(r.base_value, r.arm_value) else None
+        if why is not None:
+            if left_out is not None:
+                left_out.setdefault(r.metric, why)
             continue
         pred, meas = 100.0 * (r.arm_value / r.base_value - 1), 100.0 * (ma / mb - 1)
         err = 100.0 * ((r.arm_value / r.base_value) / (ma / mb) - 1)

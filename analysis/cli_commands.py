@@ -486,12 +486,15 @@ def _measured_arms(specs: Sequence[str], arms: Sequence[str]) -> dict[str, tuple
 
     Raises:
         ConfigError: not ``ARM=RUN``, an arm not in ``--arms`` or given twice, no measured run of
-            the base arm (the first of ``--arms``) while another arm has one, or a run that
-            cannot be read (the reader's one line).
+            the base arm (the first of ``--arms``) while another arm has one, the base arm's run
+            alone, one run given for two arms (``FILE`` and ``FILE:1`` of a one-run file are one
+            run), or a run that cannot be read (the reader's one line).
     """
     from specsched.analysis.bench_cli import load_run_or_bench
+    from specsched.sim.bench_serving import split_spec
 
     out: dict[str, tuple[Any, str]] = {}
+    seen: dict[tuple[str, str | None], str] = {}
     for spec in specs:
         arm, sep, run = spec.partition("=")
         if not sep or not arm or not run:
@@ -501,10 +504,22 @@ def _measured_arms(specs: Sequence[str], arms: Sequence[str]) -> dict[str, tuple
             raise ConfigError(_CLI, "--measured", spec, f"arm '{arm}' is not in --arms ({', '.join(arms)})")
         if arm in out:
             raise ConfigError(_CLI, "--measured", spec, f"arm '{arm}' is given twice: one measured run per arm")
-        out[arm] = (load_run_or_bench(run), run)
+        data = load_run_or_bench(run)
+        if Path(run).is_dir():
+            key: tuple[str, str | None] = (str(Path(run).resolve()), None)
+        else:   # the line the reader took: FILE and FILE:1 of a one-run file are one run
+            key = (str(split_spec(run)[0].resolve()), str(data.summary.get("source", "")).rsplit(":", 1)[-1])
+        if key in seen:
+            raise ConfigError(_CLI, "--measured", spec, f"arms '{seen[key]}' and '{arm}' name one run: a change is "
+                              "measured between two runs, one per arm")
+        seen[key] = arm
+        out[arm] = (data, run)
     if out and arms[0] not in out:
         raise ConfigError(_CLI, "--measured", ", ".join(specs), f"give the base arm's run too (--measured "
                           f"{arms[0]}=RUN): a change is measured against it")
+    if len(out) == 1:
+        raise ConfigError(_CLI, "--measured", ", ".join(specs), f"give another arm's run too (--measured "
+                          f"{arms[1]}=RUN): the base arm's run alone measures no change")
     return out
 
 
@@ -608,10 +623,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(note, file=sys.stderr)
     if measured:
         from specsched.analysis import change_scores
+        from specsched.sim.bench_serving import MEASURED_CLIENT
 
         summaries = {a: dict(r.summary) for a, (r, _) in measured.items()}
-        change_scores.print_measured_changes(console, change_scores.measured_changes(table, summaries), arms[0],
-                                             {a: src for a, (_, src) in measured.items()})
+        speculating = {a for a, sc in zip(arms, scenarios, strict=True) if sc.server.speculative_algorithm.enabled}
+        left_out: dict[str, str] = {}
+        per_chunk = {a for a, (r, _) in measured.items() if (r.extra.get(MEASURED_CLIENT) or {}).get("itl_per_chunk")}
+        changes = change_scores.measured_changes(table, summaries, speculating, per_chunk, left_out)
+        if len(changes):
+            change_scores.print_measured_changes(console, changes, arms[0],
+                                                 {a: src for a, (_, src) in measured.items()})
+        if left_out:
+            print("note: --measured: not compared: " + "; ".join(f"{m} ({why})" for m, why in left_out.items()),
+                  file=sys.stderr)
     if args.csv:
         compare.write_csv(table, args.csv)
     if args.markdown:

@@ -6,6 +6,7 @@ CSV copied into a second folder counts once; the scoreboard page carries the sec
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -22,6 +23,8 @@ from specsched.analysis.change_scores import (
 from specsched.runtime.cli_commands import TARGET_METRICS
 
 from benchmarks.h200_scoreboard import load_rows, main
+
+DATA = Path(__file__).resolve().parent / "data" / "bench"
 
 
 def _rows(figures: list[tuple[str, str, str, float, float]], file: str = "h100-v9/validate.csv",
@@ -149,3 +152,70 @@ def test_compare_measured_mistakes_are_one_line_before_any_run(measured, says, t
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and says in err, err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(("measured", "says"), [
+    (["base=RUNS"], "another arm's run"),
+    (["base=RUNS", "both=RUNS"], "name one run"),
+])
+def test_compare_measured_needs_two_runs(measured, says, tmp_path, capsys):
+    """A change is measured between two runs: the base arm's run alone, or one run given for two
+    arms (a measured change of 0 by construction), is one line and exit 2 before any run."""
+    from specsched.cli import main
+
+    runs = tmp_path / "runs"
+    assert main(["run", "burst256-ht", "--set", "workload.num_requests=4", "--out", str(runs), "-q"]) == 0
+    capsys.readouterr()
+    argv = ["compare", "burst256-ht", "--arms", "base,both", "--seeds", "1", "--out", str(tmp_path / "o"), "-q"]
+    for m in measured:
+        argv += ["--measured", m.replace("RUNS", str(runs))]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err and "--measured" in err, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_compare_measured_one_file_twice_by_line_and_without(tmp_path, capsys):
+    """FILE and FILE:1 of a one-run file name one run."""
+    from specsched.cli import main
+
+    one = tmp_path / "one.jsonl"
+    one.write_text((DATA / "sglang-0.5.23.jsonl").read_text().splitlines()[0] + "\n")
+    argv = ["compare", "burst256-ht", "--arms", "base,stream_wait", "--seeds", "1", "--no-save", "-q",
+            "--measured", f"base={one}", "--measured", f"stream_wait={one}:1"]
+    assert main(argv) == 2
+    assert "name one run" in capsys.readouterr().err
+
+
+def _measured_block(argv, capsys):
+    from specsched.cli import main
+
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "predicted against measured change" in out or "--measured" in err, (out, err)
+    block = out.split("predicted against measured change, each arm against base", 1)[-1]
+    return block, err
+
+
+def test_compare_measured_per_chunk_itl_is_not_set_beside_a_per_token_prediction(capsys):
+    """A client that records one ITL per streamed chunk (vLLM) of a speculating server measures a
+    verify cycle's gap; the prediction's ITL is per token, so an arm that moves the accept length
+    would read a wrong change: the ITL rows are left out, and a note says why."""
+    f = DATA / "vllm-0.33.0-bench-serve.json"
+    block, err = _measured_block(["compare", "burst256-ht", "--arms", "base,stream_wait", "--seeds", "1",
+                                  "--set", "workload.num_requests=8", "--no-save", "-q",
+                                  "--measured", f"base={f}:1", "--measured", f"stream_wait={f}:2"], capsys)
+    assert "median_tpot_ms" in block
+    assert "_itl_ms" not in block.split("measured:")[0]
+    assert "per streamed chunk" in err and "median_itl_ms" in err
+
+
+def test_compare_measured_with_no_metric_in_common_says_so(capsys):
+    """--metrics naming only figures the measured runs do not have: a note, not an empty table."""
+    f = DATA / "sglang-0.5.23.jsonl"
+    block, err = _measured_block(["compare", "burst256-ht", "--arms", "base,stream_wait", "--seeds", "1",
+                                  "--set", "workload.num_requests=8", "--no-save", "-q", "--metrics",
+                                  "verify_cycles_per_s", "--measured", f"base={f}:1", "--measured",
+                                  f"stream_wait={f}:2"], capsys)
+    assert "predicted change" not in block
+    assert "verify_cycles_per_s" in err and "no measured value" in err
