@@ -34,3 +34,18 @@ def test_smoothed_is_the_neighbourhood_median_and_leaves_the_rest():
         assert got["host"][key]["seconds"] == neighbourhood_median(t["tokens"], t["seconds"])
     assert got["gpu"] == recorded["gpu"] and got["host"]["launch_s"] == recorded["host"]["launch_s"]
     assert got["host"]["extend_own_idle_lead_by_tokens"]["seconds"] != recorded["host"]["extend_own_idle_lead_by_tokens"]["seconds"]
+
+
+def test_the_page_quotes_its_csv():
+    """docs/measurements/lead-smoothing.md's counts are those of the CSV it was written from."""
+    import pandas as pd
+
+    docs = PROFILE.parents[2]
+    text = (docs / "lead-smoothing.md").read_text()
+    df = pd.read_csv(docs / "lead-smoothing" / "rerun.csv")
+    runs, calls = len(df.drop_duplicates(["call", "run"])), df.call.nunique()
+    assert f"({runs} runs in {calls} of them" in text
+    rec, smo = (int((df[c].abs() <= 5).sum()) for c in ("error_recorded", "error_smoothed"))
+    assert f"| all | {len(df)} | {rec} | {smo} |" in text
+    runtime = (docs.parent / "runtime.md").read_text()
+    assert f"re-predicts {runs} recorded runs" in runtime
