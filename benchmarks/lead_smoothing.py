@@ -32,6 +32,7 @@ import pandas as pd
 import yaml
 from specsched.runtime.cli_commands import TARGET_METRICS
 from specsched.runtime.profile_fit import neighbourhood_median
+from specsched.sim.atomic import file_above
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "measurements"
@@ -75,7 +76,8 @@ def _predict(scenario: Path, profile: Path, out: Path) -> dict | None:
     proc = subprocess.run([sys.executable, "-m", "specsched", "run", str(scenario), "--set", f"profile={profile}",
                            "--out", str(out), "-q"], capture_output=True, text=True)
     if proc.returncode:
-        print(f"skipped {scenario.parent.name}: {proc.stderr.strip().splitlines()[-1]}", file=sys.stderr)
+        last = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        print(f"skipped {scenario.parent.name}: {last}", file=sys.stderr)
         return None
     return json.loads((out / "summary.json").read_text())
 
@@ -87,15 +89,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-point-from-provenance", action="store_true",
                     help="the 'as recorded' side: each lead table's points as its provenance records them")
     args = ap.parse_args(argv)
+    calls = []
+    for arg in args.calls:   # every argument checked before the first run
+        call, sep, prof = arg.partition(":")
+        tar, prof_path = DOCS / call / "results.tar.gz", DOCS / prof
+        if not sep or not tar.is_file() or not prof_path.is_file():
+            print(f"{arg}: needs CALL:PROFILE with {tar} and {prof_path} present", file=sys.stderr)
+            return 2
+        calls.append((call, tar, prof_path))
+    if args.out is not None and args.out.is_dir():
+        print(f"--out {args.out}: a folder: give the CSV file's path, e.g. {args.out / 'rerun.csv'}", file=sys.stderr)
+        return 2
+    if args.out is not None and (above := file_above(args.out)) is not None:
+        print(f"--out {args.out}: {above} is a file: it cannot hold the CSV", file=sys.stderr)
+        return 2
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        for i, arg in enumerate(args.calls):
-            call, sep, prof = arg.partition(":")
-            tar, prof_path = DOCS / call / "results.tar.gz", DOCS / prof
-            if not sep or not tar.is_file() or not prof_path.is_file():
-                print(f"{arg}: needs CALL:PROFILE with {tar} and {prof_path} present", file=sys.stderr)
-                return 2
+        for i, (call, tar, prof_path) in enumerate(calls):
             recorded = yaml.safe_load(prof_path.read_text())
             if args.per_point_from_provenance:
                 recorded = per_point_from_provenance(recorded)
@@ -132,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{col.split('_')[1]:>9}: within 5 % {int((e <= 5).sum())}/{len(e)}, mean |error| {e.mean():.2f} %, "
               f"median {e.median():.2f} %")
     if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         df.to_csv(args.out, index=False)
     return 0
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 import yaml
 from specsched.runtime.profile_fit import neighbourhood_median
 
@@ -49,3 +50,33 @@ def test_the_page_quotes_its_csv():
     assert f"| all | {len(df)} | {rec} | {smo} |" in text
     runtime = (docs.parent / "runtime.md").read_text()
     assert f"re-predicts {runs} recorded runs" in runtime
+
+
+def _no_run(*a, **k):
+    raise AssertionError("a run was started")
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["h100-v53/k:h100-v50/p/gpu-8b.yaml", "h100-v53/k:nowhere.yaml"], "CALL:PROFILE"),
+    (["h100-v53/k:h100-v50/p/gpu-8b.yaml", "--out", "OUT_DIR"], "--out"),
+    (["h100-v53/k:h100-v50/p/gpu-8b.yaml", "--out", "OUT_FILE/x.csv"], "--out"),
+])
+def test_mistakes_are_one_line_before_any_run(argv, says, tmp_path, monkeypatch, capsys):
+    import benchmarks.lead_smoothing as ls
+
+    monkeypatch.setattr(ls, "_predict", _no_run)
+    (tmp_path / "f").write_text("")
+    argv = [a.replace("OUT_DIR", str(tmp_path)).replace("OUT_FILE", str(tmp_path / "f")) for a in argv]
+    assert ls.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err, err
+
+
+def test_out_folder_is_made(tmp_path, monkeypatch):
+    """--out in a folder not made yet (a round's folder before its results): made at the write."""
+    import benchmarks.lead_smoothing as ls
+
+    monkeypatch.setattr(ls, "_predict", lambda scenario, profile, out: {m: 1.0 for m in ls.TARGET_METRICS})
+    out = tmp_path / "new" / "rerun.csv"
+    assert ls.main(["h100-v53/k:h100-v50/p/gpu-8b.yaml", "--out", str(out)]) == 0
+    assert out.is_file()
