@@ -225,7 +225,8 @@ def scatter(pairs: pd.DataFrame, metrics: tuple[str, ...], labels: dict[str, str
     for m in metrics:
         s = plain[plain.metric == m]
         ax.scatter(s.meas_change_pct, s.pred_change_pct, s=6, alpha=0.5, label=f"{labels[m]} (n={len(s)})")
-    lim = float(max(plain[["meas_change_pct", "pred_change_pct"]].abs().max().max(), 10.0)) * 1.1
+    most = float(plain[["meas_change_pct", "pred_change_pct"]].abs().max().max())   # NaN with no pair
+    lim = max(most if np.isfinite(most) else 0.0, 10.0) * 1.1
     x = np.linspace(-lim, lim, 801)
     ax.plot(x, x, color="k", lw=0.8)
     band = WITHIN_PCT / 100.0

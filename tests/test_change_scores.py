@@ -219,3 +219,18 @@ def test_compare_measured_with_no_metric_in_common_says_so(capsys):
                                   f"stream_wait={f}:2"], capsys)
     assert "predicted change" not in block
     assert "verify_cycles_per_s" in err and "no measured value" in err
+
+
+def test_scoreboard_with_every_pair_predicted_identical(tmp_path):
+    """Only noise-floor pairs (no arm the model predicts to differ): the page and its scatter are
+    still made (the scatter's axes took their limits from an empty selection, NaN)."""
+    docs = tmp_path / "measurements"
+    (docs / "h100-v9").mkdir(parents=True)
+    lines = ["cell,arm,metric,predicted,measured,error_pct"]
+    for m in TARGET_METRICS:
+        lines += [f"c,base,{m},100,100,0", f"c,same,{m},100,101,-0.99"]
+    (docs / "h100-v9" / "validate.csv").write_text("\n".join(lines) + "\n")
+    assert main(["--docs", str(docs)]) == 0
+    text = (docs / "scoreboard.md").read_text()
+    assert "| c | same | [9](h100-v9/) | - | = (+1.0) |" in text
+    assert (docs / "scoreboard" / "changes.png").is_file()
