@@ -523,6 +523,26 @@ def _measured_arms(specs: Sequence[str], arms: Sequence[str]) -> dict[str, tuple
     return out
 
 
+def _measured_itl_per_chunk(run: Any) -> bool:
+    """Whether a measured run's ITL statistics are one gap per streamed chunk
+    (:func:`sim.bench_serving.itl_per_chunk`): a bench_serving line's, as read, or a results
+    directory's, by the bench_serving line it holds (``validate --out``'s measured side names
+    its client there); False for a run that says nothing of its client (the simulator's, the
+    runtime's: split as SGLang's)."""
+    from specsched.sim.bench_serving import MEASURED_CLIENT, itl_per_chunk, read_bench_one
+
+    client = (getattr(run, "extra", None) or {}).get(MEASURED_CLIENT)
+    if isinstance(client, dict):
+        return bool(client.get("itl_per_chunk"))
+    line = Path(run.path) / "bench_serving.jsonl" if getattr(run, "path", None) else None
+    if line is None or not line.is_file():
+        return False
+    try:
+        return itl_per_chunk(read_bench_one(line))
+    except ConfigError:   # a line this reader does not take: its client is not known
+        return False
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """``compare``: run arms over seeds, print the comparison, keep each run's results
     directory (``<DIR>/<arm>-seed<N>``, as ``specsched run`` names it), optionally write
@@ -623,12 +643,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(note, file=sys.stderr)
     if measured:
         from specsched.analysis import change_scores
-        from specsched.sim.bench_serving import MEASURED_CLIENT
 
         summaries = {a: dict(r.summary) for a, (r, _) in measured.items()}
         speculating = {a for a, sc in zip(arms, scenarios, strict=True) if sc.server.speculative_algorithm.enabled}
         left_out: dict[str, str] = {}
-        per_chunk = {a for a, (r, _) in measured.items() if (r.extra.get(MEASURED_CLIENT) or {}).get("itl_per_chunk")}
+        per_chunk = {a for a, (r, _) in measured.items() if _measured_itl_per_chunk(r)}
         changes = change_scores.measured_changes(table, summaries, speculating, per_chunk, left_out)
         if len(changes):
             change_scores.print_measured_changes(console, changes, arms[0],

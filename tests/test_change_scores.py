@@ -234,3 +234,21 @@ def test_scoreboard_with_every_pair_predicted_identical(tmp_path):
     text = (docs / "scoreboard.md").read_text()
     assert "| c | same | [9](h100-v9/) | - | = (+1.0) |" in text
     assert (docs / "scoreboard" / "changes.png").is_file()
+
+
+def test_compare_measured_per_chunk_itl_from_validate_folders(tmp_path, capsys):
+    """The measured folders `validate-bench --out` writes keep their client's ITL counting (their
+    bench_serving.jsonl names it): compared as the files themselves are."""
+    from specsched.cli import main
+
+    f = DATA / "vllm-0.33.0-bench-serve.json"
+    for line in (1, 2):
+        assert main(["validate-bench", f"{f}:{line}", "--scenario", "burst256-ht", "--set", "workload.num_requests=8",
+                     "--out", str(tmp_path / f"v{line}"), "-q"]) == 0
+    capsys.readouterr()
+    block, err = _measured_block(["compare", "burst256-ht", "--arms", "base,stream_wait", "--seeds", "1",
+                                  "--set", "workload.num_requests=8", "--no-save", "-q",
+                                  "--measured", f"base={tmp_path / 'v1' / 'measured'}",
+                                  "--measured", f"stream_wait={tmp_path / 'v2' / 'measured'}"], capsys)
+    assert "median_tpot_ms" in block and "_itl_ms" not in block.split("measured:")[0]
+    assert "per streamed chunk" in err
