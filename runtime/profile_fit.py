@@ -714,13 +714,15 @@ def neighbourhood_median(tokens: Sequence[float], seconds: Sequence[float],
         ratio: the neighbourhood's width as a factor of tokens, >= 1.
 
     Raises:
-        ValueError: lengths differ, a token count <= 0, or ``ratio`` < 1.
+        ValueError: lengths differ, a token count <= 0, a token count or lead not finite, or
+            ``ratio`` < 1 (or NaN).
     """
     t = np.asarray(tokens, dtype=float)
     s = np.asarray(seconds, dtype=float)
-    if t.shape != s.shape or (t <= 0).any() or ratio < 1:
+    if (t.shape != s.shape or not np.isfinite(t).all() or not np.isfinite(s).all() or (t <= 0).any()
+            or not ratio >= 1):
         raise ValueError(f"neighbourhood_median: {len(t)} tokens, {len(s)} leads, ratio {ratio} "
-                         "(needs one lead per token count, token counts > 0, ratio >= 1)")
+                         "(needs one finite lead per token count, token counts finite and > 0, ratio >= 1)")
     return [float(np.median(s[(t >= x / ratio) & (t <= x * ratio)])) for x in t]
 
 

@@ -138,3 +138,16 @@ def test_neighbourhood_median_refuses_what_it_cannot_read():
     for tokens, secs, ratio in (([1.0, 2.0], [0.1], 1.5), ([0.0], [0.1], 1.5), ([1.0], [0.1], 0.5)):
         with pytest.raises(ValueError, match="neighbourhood_median"):
             neighbourhood_median(tokens, secs, ratio)
+
+
+@pytest.mark.parametrize(("tokens", "secs", "ratio"), [
+    ([1.0, 2.0], [0.1, 0.2], float("nan")),
+    ([float("nan"), 2.0], [0.1, 0.2], 1.5),
+    ([1.0, 2.0], [float("nan"), 0.2], 1.5),
+    ([1.0, float("inf")], [0.1, 0.2], 1.5),
+])
+def test_neighbourhood_median_refuses_what_is_not_a_number(tokens, secs, ratio):
+    """A NaN ratio or token count read as an empty neighbourhood (a NaN lead), a NaN lead spread
+    into every neighbour's median: refused as the docstring's other cases are."""
+    with pytest.raises(ValueError, match="neighbourhood_median"):
+        neighbourhood_median(tokens, secs, ratio)
