@@ -334,8 +334,9 @@ def print_measured_changes(console, changes: pd.DataFrame, base_arm: str, source
     title = f"predicted against measured change, each arm against {base_arm}"
     caption = ("measured: " + "; ".join(f"{a} {s}" for a, s in sources.items())
                + f". Agrees: the change factor (arm / {base_arm}) within {WITHIN_PCT:.0f} % of the measured one. "
-               "Two runs of one plan on a GPU differ by 0.3-1.2 % (median) and 1-4 % (p90) on these figures "
-               "(docs/measurements/scoreboard.md, noise floor): a measured change that small is not resolved by "
+               "Two runs of one plan on an H100/H200 differ by 0.3-1.2 % (median) and 1-4 % (p90) on these figures "
+               "with the 8B proxy, by up to 3 % and 9 % with the 1B one (docs/measurements/scoreboard.md, noise "
+               "floor): a measured change that small is not resolved by "
                "one run per arm.")
     table = Table(*header, title=title, caption=caption, caption_justify="left")
     for row in rows:
