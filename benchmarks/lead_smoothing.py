@@ -13,7 +13,8 @@ measurement are printed (and written to ``--out``), with the count within 5 % an
 ``--per-point-from-provenance``: the "as recorded" side reads each table's per-point leads
 from the profile's provenance (the medians the profiler took, span minus device, clamped at
 0, a token count measured twice averaged) instead of its table: for a profile made since the
-profiler smooths, the tables as measured before smoothing.
+profiler smooths, the tables as measured before smoothing. Such a profile without it is refused
+(its tables are smoothed already: the two sides would be smoothed once and twice).
 """
 
 from __future__ import annotations
@@ -96,7 +97,13 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not tar.is_file() or not prof_path.is_file():
             print(f"{arg}: needs CALL:PROFILE with {tar} and {prof_path} present", file=sys.stderr)
             return 2
-        calls.append((call, tar, prof_path))
+        recorded = yaml.safe_load(prof_path.read_text())
+        smoothed_since = [k for k in TABLES if "neighbourhood_median" in str(recorded.get("provenance", {}).get(f"host.{k}", ""))]
+        if smoothed_since and not args.per_point_from_provenance:
+            print(f"{arg}: the profile's lead tables are smoothed already (host.{smoothed_since[0]}'s provenance says "
+                  "so): give --per-point-from-provenance to set the tables as measured against them", file=sys.stderr)
+            return 2
+        calls.append((call, tar, recorded))
     if args.out is not None and args.out.is_dir():
         print(f"--out {args.out}: a folder: give the CSV file's path, e.g. {args.out / 'rerun.csv'}", file=sys.stderr)
         return 2
@@ -106,8 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        for i, (call, tar, prof_path) in enumerate(calls):
-            recorded = yaml.safe_load(prof_path.read_text())
+        for i, (call, tar, recorded) in enumerate(calls):
             if args.per_point_from_provenance:
                 recorded = per_point_from_provenance(recorded)
             profiles = {"as recorded": work / f"p{i}-recorded.yaml", "smoothed": work / f"p{i}-smoothed.yaml"}

@@ -100,3 +100,25 @@ def test_the_page_names_the_calls_whose_recorded_predictions_it_does_not_reprodu
     assert off   # rounds 40 and 43: the model has moved since
     for call in off:
         assert f"`{call}`" in text, call
+
+
+def test_a_profile_already_smoothed_needs_the_per_point_tables(tmp_path, monkeypatch, capsys):
+    """A profile made since the profiler smooths: re-predicting it "as recorded" against smoothed
+    would set smoothed tables against tables smoothed twice; without --per-point-from-provenance
+    that is one line and exit 2 before any run."""
+    import benchmarks.lead_smoothing as ls
+
+    prof = yaml.safe_load(PROFILE.read_text())
+    key = "host.extend_own_idle_lead_by_tokens"
+    prof["provenance"][key] = prof["provenance"][key].replace(
+        "clamped >= 0 ", "clamped >= 0, then the median over the grid points within a factor of 1.41 in tokens "
+        "(runtime.profile_fit.neighbourhood_median; the medians below are before it) ", 1)
+    assert "neighbourhood_median" in prof["provenance"][key]
+    monkeypatch.setattr(ls, "DOCS", tmp_path)
+    (tmp_path / "h100-v53" / "k").mkdir(parents=True)
+    (tmp_path / "h100-v53" / "k" / "results.tar.gz").write_bytes(b"")
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(prof))
+    monkeypatch.setattr(ls, "_predict", _no_run)
+    assert ls.main(["h100-v53/k:p.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--per-point-from-provenance" in err, err
