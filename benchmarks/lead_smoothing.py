@@ -97,7 +97,13 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not tar.is_file() or not prof_path.is_file():
             print(f"{arg}: needs CALL:PROFILE with {tar} and {prof_path} present", file=sys.stderr)
             return 2
-        recorded = yaml.safe_load(prof_path.read_text())
+        try:
+            recorded, why = yaml.safe_load(prof_path.read_text()), "not a profile (a mapping with a host block)"
+        except yaml.YAMLError as e:
+            recorded, why = None, f"not YAML ({' '.join(str(e).split())})"
+        if not isinstance(recorded, dict) or not isinstance(recorded.get("host"), dict):
+            print(f"{arg}: {prof_path}: {why}", file=sys.stderr)
+            return 2
         smoothed_since = [k for k in TABLES if "neighbourhood_median" in str(recorded.get("provenance", {}).get(f"host.{k}", ""))]
         if smoothed_since and not args.per_point_from_provenance:
             print(f"{arg}: the profile's lead tables are smoothed already (host.{smoothed_since[0]}'s provenance says "

@@ -122,3 +122,17 @@ def test_a_profile_already_smoothed_needs_the_per_point_tables(tmp_path, monkeyp
     assert ls.main(["h100-v53/k:p.yaml"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--per-point-from-provenance" in err, err
+
+
+@pytest.mark.parametrize("text", ["- a\n- b\n", "host: [\n"])
+def test_a_profile_that_is_not_a_mapping_is_one_line(text, tmp_path, monkeypatch, capsys):
+    import benchmarks.lead_smoothing as ls
+
+    monkeypatch.setattr(ls, "DOCS", tmp_path)
+    monkeypatch.setattr(ls, "_predict", _no_run)
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "results.tar.gz").write_bytes(b"")
+    (tmp_path / "p.yaml").write_text(text)
+    assert ls.main(["c:p.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "p.yaml" in err, err
