@@ -568,7 +568,7 @@ def refuse_replacing_own_tables(out: Path, keys: Iterable[str]) -> None:
                 named.add(v["path"])
     for key in keys:
         p = table_path(out, key)
-        if p.exists() and p.name not in named:
+        if p.is_file() and p.name not in named:   # a folder there: the write names it (cannot write ...: Is a directory)
             raise ConfigError("<command line>", "--out", str(out), f"its {key} table goes beside it as {p}, which "
                               "exists and is no table of a scenario from-bench wrote there: not replaced; give "
                               "another --out, or remove it first")
