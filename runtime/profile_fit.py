@@ -705,8 +705,8 @@ def neighbourhood_median(tokens: Sequence[float], seconds: Sequence[float],
     512) otherwise reads that point's noise into every extend: re-predicted from the same
     runs, the H100 small-chunk cell's host_block arm went from +13.2 % to +4.4 % on its median
     TTFT (docs/measurements/lead-smoothing.md). A window relative in tokens keeps a real rise
-    (the leads at 2K-8K tokens, a factor of 2 apart, are left as measured) and leaves a sparse
-    grid untouched.
+    (on the profiler's grid the 4K and 8K points, a factor of 2 from any other, are left as
+    measured; 2K shares its lead with 1.5K-1.8K only) and leaves a sparse grid untouched.
 
     Args:
         tokens: the grid, tokens > 0 (any order).
