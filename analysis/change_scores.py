@@ -79,6 +79,19 @@ def change_pairs(rows: pd.DataFrame) -> pd.DataFrame:
     return pairs.drop_duplicates(subset=dedup, keep="first").reset_index(drop=True)
 
 
+def by_group_and_metric(df: pd.DataFrame, by: list[str], metrics: tuple[str, ...], pooled: bool = True):
+    """Yield (``{group column: value}``, metric, rows) for each group of ``df`` by ``by`` (all of
+    ``df`` as one group when ``by`` is empty) and each of ``metrics`` the group has rows of,
+    then, with ``pooled``, ``"all"`` with the group's every row: the iteration under every
+    per-figure table here and in benchmarks/h200_scoreboard.py ``share_table``."""
+    for keys, g in (df.groupby(by, sort=True) if by else [((), df)]):
+        tags = dict(zip(by, keys if isinstance(keys, tuple) else (keys,), strict=True))
+        for metric in (*metrics, "all") if pooled else metrics:
+            sel = g if metric == "all" else g[g.metric == metric]
+            if not sel.empty:
+                yield tags, metric, sel
+
+
 def same_plan(pairs: pd.DataFrame) -> pd.Series:
     """The pairs whose two arms the model predicts identical (predicted change exactly 0): the
     arm changes nothing the model's mechanisms see in that cell (a delay gate that never
@@ -90,15 +103,10 @@ def noise_table(pairs: pd.DataFrame, metrics: tuple[str, ...], by: list[str] | N
     """Over the :func:`same_plan` pairs, per group and figure: ``n``, ``median`` and ``p90`` of
     the measured |change| (%): how far two runs of one plan differ."""
     by = by or []
-    aa = pairs[same_plan(pairs)]
     out = []
-    for keys, g in (aa.groupby(by, sort=True) if by else [((), aa)]):
-        keys = keys if isinstance(keys, tuple) else (keys,)
-        for metric in metrics:
-            x = g[g.metric == metric].meas_change_pct.abs()
-            if len(x):
-                out.append({**dict(zip(by, keys, strict=True)), "metric": metric, "n": len(x),
-                            "median": float(x.median()), "p90": float(x.quantile(0.9))})
+    for tags, metric, sel in by_group_and_metric(pairs[same_plan(pairs)], by, metrics, pooled=False):
+        x = sel.meas_change_pct.abs()
+        out.append({**tags, "metric": metric, "n": len(x), "median": float(x.median()), "p90": float(x.quantile(0.9))})
     return pd.DataFrame(out, columns=[*by, "metric", "n", "median", "p90"])
 
 
@@ -111,25 +119,19 @@ def change_table(pairs: pd.DataFrame, metrics: tuple[str, ...], by: list[str] | 
     ``opposite`` (predicted at least :data:`NULL_PCT` the other way); ``nulls`` (measured to
     move under :data:`NULL_PCT`) and ``null_ok`` (of those, predicted under :data:`RESOLVED_PCT`)."""
     by = by or []
-    scored = pairs[~same_plan(pairs)]
     out = []
-    for keys, g in (scored.groupby(by, sort=True) if by else [((), scored)]):
-        keys = keys if isinstance(keys, tuple) else (keys,)
-        for metric in (*metrics, "all"):
-            sel = g if metric == "all" else g[g.metric == metric]
-            if sel.empty:
-                continue
-            err = sel.factor_err_pct.abs()
-            moved = sel[sel.meas_change_pct.abs() >= RESOLVED_PCT]
-            same_sign = np.sign(moved.pred_change_pct) == np.sign(moved.meas_change_pct)
-            small = moved.pred_change_pct.abs() < NULL_PCT
-            still = sel[sel.meas_change_pct.abs() < NULL_PCT]
-            out.append({**dict(zip(by, keys, strict=True)), "metric": metric, "n": len(sel),
-                        "within": int((err <= WITHIN_PCT).sum()), "share": float((err <= WITHIN_PCT).mean()),
-                        "median_err": float(err.median()), "resolved": len(moved),
-                        "agree": int((same_sign & ~small).sum()), "missed": int(small.sum()),
-                        "opposite": int((~same_sign & ~small).sum()),
-                        "nulls": len(still), "null_ok": int((still.pred_change_pct.abs() < RESOLVED_PCT).sum())})
+    for tags, metric, sel in by_group_and_metric(pairs[~same_plan(pairs)], by, metrics):
+        err = sel.factor_err_pct.abs()
+        moved = sel[sel.meas_change_pct.abs() >= RESOLVED_PCT]
+        same_sign = np.sign(moved.pred_change_pct) == np.sign(moved.meas_change_pct)
+        small = moved.pred_change_pct.abs() < NULL_PCT
+        still = sel[sel.meas_change_pct.abs() < NULL_PCT]
+        out.append({**tags, "metric": metric, "n": len(sel),
+                    "within": int((err <= WITHIN_PCT).sum()), "share": float((err <= WITHIN_PCT).mean()),
+                    "median_err": float(err.median()), "resolved": len(moved),
+                    "agree": int((same_sign & ~small).sum()), "missed": int(small.sum()),
+                    "opposite": int((~same_sign & ~small).sum()),
+                    "nulls": len(still), "null_ok": int((still.pred_change_pct.abs() < RESOLVED_PCT).sum())})
     return pd.DataFrame(out, columns=[*by, "metric", "n", "within", "share", "median_err", "resolved", "agree",
                                       "missed", "opposite", "nulls", "null_ok"])
 

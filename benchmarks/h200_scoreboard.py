@@ -286,15 +286,10 @@ def share_table(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Per group and target metric: ``n``, ``within`` (count with |error| <= 5 %), ``share``
     (0-1) and ``median_abs`` (% ), plus an ``all`` metric pooling the five."""
     rows = []
-    for keys, g in (df.groupby(by, sort=True) if by else [((), df)]):
-        keys = keys if isinstance(keys, tuple) else (keys,)
-        for metric in (*TARGET_METRICS, "all"):
-            sel = g if metric == "all" else g[g.metric == metric]
-            if sel.empty:
-                continue
-            within = int((sel.abs_error_pct <= WITHIN_PCT).sum())
-            rows.append({**dict(zip(by, keys, strict=True)), "metric": metric, "n": len(sel), "within": within,
-                         "share": within / len(sel), "median_abs": float(sel.abs_error_pct.median())})
+    for tags, metric, sel in change_scores.by_group_and_metric(df, by, TARGET_METRICS):
+        within = int((sel.abs_error_pct <= WITHIN_PCT).sum())
+        rows.append({**tags, "metric": metric, "n": len(sel), "within": within,
+                     "share": within / len(sel), "median_abs": float(sel.abs_error_pct.median())})
     return pd.DataFrame(rows, columns=[*by, "metric", "n", "within", "share", "median_abs"])
 
 
