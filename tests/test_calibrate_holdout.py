@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -88,19 +89,26 @@ def _count_engines(monkeypatch) -> list:
     return built
 
 
+def _concurrency_sweep(out: Path, monkeypatch, scenario: str, concurrencies: str, requests: int,
+                       input_len: int) -> tuple[list, list]:
+    """measure_sweep --concurrencies on the CPU's tiny preset, 3 output tokens: (the engines it
+    built, its bench_serving lines read, in file order)."""
+    built = _count_engines(monkeypatch)
+    assert load_benchmark("measure_sweep").main([
+        scenario, "--device", "cpu", "--preset", "tiny", "--concurrencies", concurrencies,
+        "--set", f"workload.num_requests={requests}", "--set", "workload.output_len.value=3",
+        "--set", f"workload.input_len.value={input_len}", "--out", str(out)]) == 0
+    runs = [parse_run(json.loads(p.read_text()), p.name) for p in sorted((out / "bench_serving").glob("*.jsonl"))]
+    return built, runs
+
+
 def test_a_concurrency_sweep_runs_on_one_engine_and_its_lines_order_by_concurrency(tmp_path, monkeypatch):
     """measure_sweep --concurrencies: bench_serving's closed loop (--request-rate inf
     --max-concurrency C) at each C, one engine for all of them; the hold-out orders the lines by
     concurrency."""
-    built = _count_engines(monkeypatch)
-    sweep = load_benchmark("measure_sweep")
     out = tmp_path / "sweep"
-    assert sweep.main(["scenarios/h200/poisson-nospec.yaml", "--device", "cpu", "--preset", "tiny",
-                       "--concurrencies", "1,3", "--set", "workload.num_requests=4",
-                       "--set", "workload.output_len.value=3", "--set", "workload.input_len.value=64",
-                       "--out", str(out)]) == 0
+    built, runs = _concurrency_sweep(out, monkeypatch, "scenarios/h200/poisson-nospec.yaml", "1,3", 4, 64)
     assert len(built) == 1
-    runs = [parse_run(json.loads(p.read_text()), p.name) for p in sorted((out / "bench_serving").glob("*.jsonl"))]
     assert [r.args.get("max_concurrency") for r in runs] == [1, 3]
     assert sorted(holdout.load_key(r) for r in runs) == [(math.inf, 1.0), (math.inf, 3.0)]
     rows = (out / "sweep.csv").read_text().splitlines()
@@ -111,15 +119,8 @@ def test_a_concurrency_sweep_of_a_closed_loop_runs_each_point_at_its_concurrency
     """measure_sweep --concurrencies on a closed-loop scenario (kind closed_loop reads
     ``concurrency``, not ``max_concurrency``): every point ran at the file's concurrency while
     sweep.csv named the point's. Each point now runs at its own, on one engine."""
-    built = _count_engines(monkeypatch)
-    sweep = load_benchmark("measure_sweep")
-    out = tmp_path / "sweep"
-    assert sweep.main(["scenarios/h200/window2-closed.yaml", "--device", "cpu", "--preset", "tiny",
-                       "--concurrencies", "1,2", "--set", "workload.num_requests=3",
-                       "--set", "workload.output_len.value=3", "--set", "workload.input_len.value=40",
-                       "--out", str(out)]) == 0
+    built, runs = _concurrency_sweep(tmp_path / "sweep", monkeypatch, "scenarios/h200/window2-closed.yaml", "1,2", 3, 40)
     assert len(built) == 1
-    runs = [parse_run(json.loads(p.read_text()), p.name) for p in sorted((out / "bench_serving").glob("*.jsonl"))]
     assert [r.args.get("max_concurrency") for r in runs] == [1, 2]
 
 
