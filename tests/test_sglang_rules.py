@@ -306,6 +306,124 @@ def test_request_whose_next_token_is_its_last_sits_out_the_next_decode():
         assert a.finished
 
 
+
+def _finishing_in_flight(preset: str) -> tuple[Scheduler, object]:
+    """Three decoding requests; the decode in flight commits request 0's last token, and the
+    KV left cannot take the next step of the other two (2 tokens), only of one."""
+    s = sched(preset, max_total_num_tokens=1000)
+    a = running(s, 0, 100, 5, 3)
+    b = running(s, 1, 100, 500, 3)
+    running(s, 2, 100, 500, 3)
+    p1 = s.schedule()                 # decode: a commits its 4th token
+    assert p1.rids == (0, 1, 2)
+    a.output_len = 4                  # results of an earlier step: a has 4 of 5
+    s.kv.reserve(b, s.kv.available - 1)
+    return s, p1
+
+
+def test_a_decode_that_does_not_fit_while_a_request_finishes_in_flight_waits_instead_of_retracting():
+    """0.5.23 scheduler.py ``update_running_batch``: ``if kv_full_retract_flag and
+    finishing_reqs``: the in-flight result frees the finishing request's KV at the end of
+    this step, so the rest decode next step instead of being retracted (no decode this pass,
+    no retraction, no new_token_ratio decay). Under the older build's rule (no
+    ``_reqs_finishing_inflight``) the finishing request rides, the step does not fit, and a
+    request is retracted."""
+    s, p1 = _finishing_in_flight("0.5.23")
+    ratio = s.ratio.value
+    assert s.schedule() is None
+    assert s.num_retractions == 0 and not s.waiting and s.ratio.value == ratio
+    assert [r.rid for r in s.running] == [1, 2] and not s.batch_is_full
+    commit_all(s, p1)                 # a finishes: its KV is freed
+    p3 = s.schedule()
+    assert p3.mode is ForwardMode.DECODE and p3.rids == (1, 2) and s.num_retractions == 0
+    old, _ = _finishing_in_flight("mi355x-dsv41")
+    p2 = old.schedule()
+    assert old.num_retractions >= 1 and old.waiting
+    assert p2 is not None and 0 in p2.rids
+
+
+# --- _get_new_batch_prefill_raw: the min-free-slots gate and the batch_is_full latch ------
+
+def test_min_free_slots_gate_is_skipped_while_a_chunked_request_is_in_progress():
+    """0.5.23 scheduler.py ``_get_new_batch_prefill_raw``: the delayer is asked only when
+    ``self.chunked_req is None`` ("that pass must proceed regardless"): with 5 of 8 slots
+    taken (3 free, below the threshold 4) the chunked prompt still takes its next chunks,
+    and the pass of its last chunk admits a waiting request beside it; once no chunk is in
+    flight, a fresh admission at 7 of 8 is delayed."""
+    for preset in ("0.5.23", "mi355x-dsv41"):
+        s = sched(preset, admission_delay="min_free_slots", min_free_slots=4, chunked_prefill_size=100,
+                  max_prefill_tokens=10**6)
+        for i in range(4):
+            running(s, i, 10, 100, 1)
+        s.add_request(Req(10, 20, 50))    # whole
+        s.add_request(Req(11, 250, 50))   # chunked: 80, then 100, then 70
+        p = s.schedule()
+        assert p.rids == (10, 11) and p.extend_lens == (20, 80) and s.chunked_req is s.reqs[11], preset
+        commit_all(s, p)
+        s.add_request(Req(12, 10, 50))
+        for chunk in (100, 70):
+            p = s.schedule()              # 5 running (3 free < 4): the chunk goes on all the same
+            assert p.mode is ForwardMode.EXTEND and p.rids[0] == 11 and p.extend_lens[0] == chunk, preset
+            commit_all(s, p)
+        assert p.rids == (11, 12) and s.chunked_req is None and s.num_delayed_passes == 0, preset
+        s.add_request(Req(13, 10, 50))
+        p = s.schedule()                  # 7 running, no chunk in flight: the gate holds 13
+        assert p.mode is ForwardMode.DECODE and s.num_delayed_passes == 1 and s.waiting, preset
+
+
+def test_batch_is_full_is_cleared_when_a_request_of_the_last_prefill_batch_finished():
+    """0.5.23 scheduler.py ``get_next_batch_to_run``: the last prefill batch is filtered
+    before it joins the running batch, and ``if last_batch.batch_size() < last_bs:
+    running_batch.batch_is_full = False``. A request that finished on its prefill (one
+    output token) never enters the running batch, so only this clears the latch its pass
+    set; the waiting request takes its slot at the next pass (results processed before
+    the next pass, as in ``event_loop_normal``)."""
+    s = sched(max_running_requests=2, chunked_prefill_size=-1, max_prefill_tokens=10**6)
+    s.add_request(Req(0, 10, 1))
+    s.add_request(Req(1, 10, 50))
+    s.add_request(Req(2, 10, 50))
+    p = s.schedule()
+    assert p.rids == (0, 1) and s.batch_is_full
+    commit_all(s, p)                   # request 0 is done
+    p = s.schedule()
+    assert not s.batch_is_full and p.mode is ForwardMode.EXTEND and p.rids == (2,)
+
+
+def test_batch_is_full_is_cleared_by_a_retraction():
+    """0.5.23 scheduler.py ``update_running_batch``: ``if batch.batch_size() < initial_bs:
+    batch.batch_is_full = False``: a retraction makes room, so the next pass may admit (the
+    retracted request first, once it fits)."""
+    for preset in ("0.5.23", "mi355x-dsv41"):
+        s = _small(preset)
+        s.batch_is_full = True             # a pass had found the KV budget spent
+        p = s.schedule()
+        assert p.mode is ForwardMode.DECODE and s.num_retractions >= 1, preset
+        assert not s.batch_is_full, preset
+
+
+def test_batch_is_full_is_cleared_when_a_finishing_request_sits_out_a_mixed_step():
+    """0.5.23 scheduler.py ``_get_new_batch_prefill_raw``, mixed chunk: the requests whose
+    in-flight step commits their last token leave the running batch before it rides the
+    extend (``running_batch.filter_batch(reqs_to_exclude=finishing_reqs)``) and ``if
+    finishing_reqs: running_batch.batch_is_full = False``. They are gone from the running
+    batch then, so no later filter would clear the latch the pass set on its full slots:
+    without this the waiting request would wait for another request to leave."""
+    s = sched(max_running_requests=3, enable_mixed_chunk=True, chunked_prefill_size=1000)
+    a = running(s, 0, 10, 5, 3)
+    running(s, 1, 10, 500, 3)
+    p1 = s.schedule()                  # decode: a commits its 4th token
+    a.output_len = 4                   # results of an earlier step: a has 4 of 5
+    s.add_request(Req(2, 10, 50))
+    s.add_request(Req(3, 10, 50))
+    p2 = s.schedule()                  # p1 in flight commits a's last token
+    assert p2.mode is ForwardMode.MIXED and p2.rids == (2, 1)   # 1 slot: 2 joins; a sits out
+    assert not s.batch_is_full
+    commit_all(s, p1)
+    commit_all(s, p2)
+    p3 = s.schedule()                  # running 1 and 2: the slot a left takes 3
+    assert p3.num_extend == 1 and p3.rids[0] == 3
+
+
 # --- mixed chunk (scheduler.py _get_new_batch_prefill_raw, mix_with_running) --------------
 
 def test_mixed_chunk_budgets_shrink_by_running_bs_with_spec():
