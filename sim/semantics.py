@@ -92,6 +92,15 @@ class SemanticsRules(BaseModel):
     after each verify sets the field on the batch it is handed
     (speculative/eagle_worker_common.py ``prepare_for_draft_extend``); whether that is the
     scheduler's running batch was not settled, so EAGLE runs carry the prefill's count too."""
+    min_free_slots_explicit: Literal["wins", "capped_at_auto"] = "wins"
+    """An explicit ``server.min_free_slots`` (SGLang ``--min-free-slots-delay``). ``wins``
+    (0.5.23 managers/min_free_slots_delayer.py ``resolve_min_free_slots``): the threshold is
+    min(explicit, max_running_requests), so a value above the automatic one holds
+    admissions for more free slots. ``capped_at_auto`` (older): the threshold is
+    min(explicit, automatic value min(4, max(2, (max_running_requests + 5) // 6))), so an
+    explicit value can only lower the automatic threshold, and the delay stays off below 8
+    running requests. Either way a threshold <= 1 turns the delay off. Unset, both take the
+    automatic value."""
     swa_eviction_cadence: Literal["tokens", "forward_interval"] = "tokens"
     """Hybrid sliding-window models: when a request's SWA slots behind the window are freed
     (sim/kv_ledger.py ``evict_swa``). ``tokens`` (0.5.23 schedule_batch.py
@@ -115,6 +124,7 @@ PRESETS: dict[str, SemanticsRules] = {
         # the measured SWA peak (about 28 % of the 724K pool on the 256 x 4K burst) is the
         # token cadence's (28.7 % in the model); the forward cadence peaks at 42 %
         swa_eviction_cadence="tokens",
+        min_free_slots_explicit="capped_at_auto",   # the reference cells set no explicit value
     ),
 }
 """Named presets (``server.sglang_semantics``)."""

@@ -87,6 +87,34 @@ def test_resolve_threshold_explicit(max_rr: int, explicit: int, expected: int) -
     assert resolve_threshold(max_rr, explicit) == expected
 
 
+
+@pytest.mark.parametrize(
+    ("max_rr", "explicit", "expected"),
+    [
+        (256, 8, 4),  # older code: an explicit value above the auto value 4 is cut to it
+        (256, 3, 3),  # below it, it lowers the threshold
+        (12, 8, 2),
+        (6, 3, 0),  # auto disabled below 8: so is an explicit value
+        (256, 1, 0),
+    ],
+)
+def test_resolve_threshold_explicit_capped_at_auto_in_older_code(max_rr: int, explicit: int, expected: int) -> None:
+    assert resolve_threshold(max_rr, explicit, explicit_rule="capped_at_auto") == expected
+
+
+@given(st.integers(0, 5000), st.integers(1, 5000), st.booleans())
+def test_an_explicit_threshold_capped_at_auto_never_exceeds_either_rule(max_rr: int, explicit: int, dflash: bool) -> None:
+    """INV-THRESHOLD: under ``capped_at_auto`` an explicit value never raises the threshold
+    above the automatic one or above 0.5.23's (``wins``); both rules agree when it is at
+    most the automatic value, and unset they agree whatever it is."""
+    older = resolve_threshold(max_rr, explicit, dflash, "capped_at_auto")
+    newer = resolve_threshold(max_rr, explicit, dflash, "wins")
+    assert older <= auto_threshold(max_rr) and older <= newer
+    if explicit <= auto_threshold(max_rr):
+        assert older == newer
+    assert resolve_threshold(max_rr, None, dflash, "capped_at_auto") == resolve_threshold(max_rr, None, dflash, "wins")
+
+
 # --- none -------------------------------------------------------------------------------
 
 

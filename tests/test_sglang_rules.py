@@ -371,6 +371,23 @@ def test_min_free_slots_gate_is_skipped_while_a_chunked_request_is_in_progress()
         assert p.mode is ForwardMode.DECODE and s.num_delayed_passes == 1 and s.waiting, preset
 
 
+
+def test_an_explicit_min_free_slots_wins_in_0523_is_capped_at_the_automatic_value_in_the_older_build():
+    """0.5.23 managers/min_free_slots_delayer.py ``resolve_min_free_slots``: "An explicit
+    user value always wins, capped by max_running_requests": 8 asked, 250 of 256 running
+    (6 free) delays the pass. Older code capped an explicit value at the automatic one
+    (min(4, max(2, (256 + 5) // 6)) = 4): 6 free admits (``min_free_slots_explicit``)."""
+    for preset, delays in (("0.5.23", True), ("mi355x-dsv41", False)):
+        s = sched(preset, max_running_requests=256, admission_delay="min_free_slots", min_free_slots=8,
+                  chunked_prefill_size=-1, max_prefill_tokens=10**6, max_total_num_tokens=10**7)
+        for i in range(250):
+            running(s, i, 10, 100, 1)
+        s.add_request(Req(250, 10, 100))
+        p = s.schedule()
+        assert (p.mode is ForwardMode.DECODE) is delays and s.num_delayed_passes == int(delays), preset
+        if not delays:
+            assert p.rids == (250,)
+
 def test_batch_is_full_is_cleared_when_a_request_of_the_last_prefill_batch_finished():
     """0.5.23 scheduler.py ``get_next_batch_to_run``: the last prefill batch is filtered
     before it joins the running batch, and ``if last_batch.batch_size() < last_bs:

@@ -109,17 +109,22 @@ def auto_threshold(max_running_requests: int) -> int:
     return f if f > 1 else 0
 
 
-def resolve_threshold(max_running_requests: int, explicit: int | None, dflash_family: bool = True) -> int:
+def resolve_threshold(max_running_requests: int, explicit: int | None, dflash_family: bool = True,
+                      explicit_rule: str = "wins") -> int:
     """The delay threshold in force: the automatic one, or an explicit value.
 
     Source: sglang 0.5.23 managers/min_free_slots_delayer.py ``resolve_min_free_slots``:
-    an explicit value wins, capped at max_running_requests (older code capped it at the
-    automatic value); unset, the automatic formula applies only to the DFlash family
-    (``dflash_family``: DFLASH, DSPARK); other algorithms stay disabled. 0 = disabled.
+    unset, the automatic formula applies only to the DFlash family (``dflash_family``:
+    DFLASH, DSPARK); other algorithms stay disabled. An explicit value, by ``explicit_rule``
+    (sim/semantics.py ``min_free_slots_explicit``): ``wins`` (0.5.23) caps it at
+    max_running_requests; ``capped_at_auto`` (older code) caps it at the automatic value
+    (:func:`auto_threshold`, 0 below 8 running requests), so it can only lower it. 0 =
+    disabled (as is any threshold <= 1).
     """
     if explicit is None:
         return auto_threshold(max_running_requests) if dflash_family else 0
-    t = min(explicit, max_running_requests)
+    cap = auto_threshold(max_running_requests) if explicit_rule == "capped_at_auto" else max_running_requests
+    t = min(explicit, cap)
     return t if t > 1 else 0
 
 
@@ -127,8 +132,9 @@ class ThresholdDelay:
     """Shared part of the stateless min-free-slots rules: the threshold and the hooks.
 
     The threshold is :func:`resolve_threshold` of max_running_requests, the explicit
-    ``min_free_slots`` and whether the algorithm is of the DFlash family (sglang 0.5.23
-    ``resolve_min_free_slots``: automatic only for DFLASH and DSPARK). Subclasses write
+    ``min_free_slots`` (capped by the preset's ``min_free_slots_explicit`` rule) and whether
+    the algorithm is of the DFlash family (sglang 0.5.23 ``resolve_min_free_slots``:
+    automatic only for DFLASH and DSPARK). Subclasses write
     ``should_delay``; their answer depends only on the state shown (``stateless``).
 
     Attributes:
@@ -139,15 +145,15 @@ class ThresholdDelay:
     stateless: ClassVar[bool] = True
 
     def __init__(self, max_running_requests: int, min_free_slots: int | None = None,
-                 dflash_family: bool = True) -> None:
-        self.threshold = resolve_threshold(max_running_requests, min_free_slots, dflash_family)
+                 dflash_family: bool = True, explicit_rule: str = "wins") -> None:
+        self.threshold = resolve_threshold(max_running_requests, min_free_slots, dflash_family, explicit_rule)
 
     @classmethod
     def from_server(cls, server: Any, seed: int = 0) -> ThresholdDelay:
-        """The policy for one run from max_running_requests, min_free_slots and the
-        speculative algorithm."""
+        """The policy for one run from max_running_requests, min_free_slots, the
+        speculative algorithm and the semantics preset's ``min_free_slots_explicit``."""
         return cls(server.max_running_requests, server.min_free_slots,
-                   server.speculative_algorithm.is_block)
+                   server.speculative_algorithm.is_block, server.rules.min_free_slots_explicit)
 
     def should_delay(self, state: AdmissionState) -> bool:
         raise NotImplementedError
