@@ -125,6 +125,42 @@ def test_ignore_eos_requests_reserve_at_ratio_one():
     assert a.rem_total_tokens == 5000 - 1350
 
 
+
+@given(st.lists(st.tuples(st.integers(0, 20_000), st.integers(0, 20_000), st.booleans()), max_size=6),
+       st.floats(0.0, 1.0), st.booleans())
+def test_running_reservation_clips_each_requests_remaining_output_at_4096(reqs, ratio, full):
+    """INV-CLIP: sglang 0.5.23 ``PrefillAdder._get_running_request_total_token_offset``
+    reserves min(max_new - out, CLIP_MAX_NEW_TOKENS) x ratio per running request (ratio 1.0
+    for ignore_eos under ``ignore_eos_full_reservation``); a finished request (max_new <= out)
+    reserves nothing. The pass's KV budget starts at what is free less that sum."""
+    run = [Req(i, 10, max_new, output_len=min(out, max_new), status=ReqStatus.RUNNING, ignore_eos=eos)
+           for i, (max_new, out, eos) in enumerate(reqs) if max_new > 0]
+    want = sum(min(r.max_new_tokens - r.output_len, 4096) * (1.0 if full and r.ignore_eos else ratio) for r in run)
+    assert abs(running_reservation(run, ratio, full) - want) <= 1e-6 * max(1.0, want)
+    a = adder(kv=10**6, running=run, ratio=ratio, ignore_eos_full_reservation=full)
+    assert abs(a.rem_total_tokens - (10**6 - want)) <= 1e-6 * 10**6
+
+
+def test_a_long_running_output_reserves_4096_tokens_not_its_whole_length():
+    # one running request with 20000 tokens to go reserves 4096 x 0.5 = 2048: a 1000-token
+    # prompt with 100 output tokens fits a pool with 3200 free (unclipped it would reserve 10000)
+    run = [Req(0, 10, 20_100, output_len=100, status=ReqStatus.RUNNING, ignore_eos=False)]
+    a = adder(kv=3200, running=run, ratio=0.5)
+    assert a.rem_total_tokens == 3200 - 2048
+    assert a.add_one_req(Req(1, 1000, 100)) is not AddResult.NO_TOKEN and len(a.can_run) == 1
+
+
+def test_mixed_decode_rows_shrink_the_prompt_budget_too():
+    # sglang 0.5.23 PrefillAdder.__init__: rem_input_tokens = max_prefill_tokens -
+    # num_mixed_decode_tokens, as rem_chunk_tokens and the KV budget: with 4 decode rows
+    # riding, a 96-token prompt spends max_prefill_tokens 100 and the pass ends (OTHER)
+    a = adder(max_prefill=100, chunk=1000, mixed=4)
+    assert a.rem_input_tokens == 96 and a.rem_chunk_tokens == 996
+    assert a.add_one_req(Req(0, 96, 10)) is AddResult.OTHER
+    assert a.add_one_req(Req(1, 10, 10)) is AddResult.OTHER and len(a.can_run) == 1
+    b = adder(max_prefill=100, chunk=1000)
+    assert b.add_one_req(Req(0, 96, 10)) is AddResult.CONTINUE
+
 def test_each_admitted_request_costs_a_page_of_kv_budget():
     # PrefillBudget.reserve: ceil(extend) + page + reserved output
     a = adder(kv=10_000, page=16, chunk=100_000, max_prefill=100_000)

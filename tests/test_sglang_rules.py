@@ -485,6 +485,19 @@ def test_mixed_chunk_is_off_for_a_standalone_drafter_on_for_the_others():
         assert p.mode is (ForwardMode.MIXED if mixes else ForwardMode.EXTEND), algo
 
 
+
+def test_mixed_chunk_needs_chunked_prefill():
+    """0.5.23 scheduler.py ``Scheduler.__init__``: ``is_mixed_chunk = chunked_prefill_size
+    is not None and enable_mixed_chunk`` (``chunked_prefill_size: -1`` is None there): with
+    chunking off the running batch never rides an extend; it decodes on its own."""
+    for chunk, mixes in ((-1, False), (1000, True)):
+        s = sched(enable_mixed_chunk=True, chunked_prefill_size=chunk, max_prefill_tokens=1000)
+        running(s, 0, 10, 50, 1)
+        s.add_request(Req(1, 100, 5))
+        p = s.schedule()
+        assert (p.mode is ForwardMode.MIXED) is mixes and p.rids[0] == 1, chunk
+        assert (0 in p.rids) is mixes, chunk
+
 def test_mixed_step_rows_are_one_token_decodes_with_spec():
     # 0.5.23 schedule_batch.py mix_with_running: a running row of a mixed step extends one
     # token (extend_end = prefix_len + 1) and the step is no verify: the device commits 1
@@ -634,6 +647,41 @@ def test_priority_preemption_makes_room_for_a_higher_priority_request():
     off.add_request(Req(3, 10, 50, priority=20))
     assert off.schedule().mode is ForwardMode.DECODE
 
+
+
+def test_priority_preemption_needs_a_difference_above_the_threshold_not_equal_to_it():
+    """0.5.23 schedule_policy.py ``PrefillAdder.preempt_to_schedule``: a running request is
+    preemptible only if ``priority_diff > priority_scheduling_preemption_threshold``: a
+    difference equal to the threshold waits, one more preempts."""
+    for prio, preempts in ((6, False), (7, True)):
+        s = sched(max_running_requests=2, enable_priority_scheduling=True, priority_scheduling_preemption_threshold=5,
+                  chunked_prefill_size=-1, max_prefill_tokens=10**6)
+        s.add_request(Req(0, 10, 50, priority=1))
+        s.add_request(Req(1, 10, 50, priority=1))
+        commit_all(s, s.schedule())
+        s.add_request(Req(2, 10, 50, priority=prio))
+        p = s.schedule()
+        assert (p.mode is ForwardMode.EXTEND) is preempts and s.num_preemptions == int(preempts), prio
+
+
+def test_priority_preemption_counts_only_the_preempted_requests_reservations():
+    """0.5.23 ``preempt_to_schedule``: ``min_tokens_to_remove`` = the request's extend +
+    min(max_new, 4096) - the pass's remaining KV budget, less each preemptible request's
+    *reservation* (``_get_running_request_total_token_offset``: remaining output x ratio),
+    not the KV it holds; if that stays > 0 nothing is preempted ("Check max token count
+    limit can be met"). Two running prompts of 4000 hold 8000 of 10000 tokens, but reserve
+    only 2 x 49 x 0.7: a 3000-token request of higher priority does not preempt them."""
+    for prompt, preempts in ((3000, False), (1900, True)):
+        s = sched(max_running_requests=2, enable_priority_scheduling=True,
+                  priority_scheduling_preemption_threshold=5, chunked_prefill_size=-1, max_prefill_tokens=10**6,
+                  max_total_num_tokens=10_000)
+        for i in range(2):
+            r = running(s, i, 4000, 50, 1, ignore_eos=False)
+            r.priority = 1
+        s.add_request(Req(2, prompt, 50, priority=20))
+        p = s.schedule()                 # budget: 1998 - 2 x 34.3; need: prompt + 50 - that
+        assert (p.mode is ForwardMode.EXTEND) is preempts and s.num_preemptions == int(preempts), prompt
+        assert (2 in [r.rid for r in s.waiting]) is not preempts, prompt
 
 def test_after_a_preemption_each_later_request_of_the_pass_must_preempt_for_itself():
     # sglang 0.5.23 scheduler.py _get_new_batch_prefill_raw: batch_is_full stays set after
