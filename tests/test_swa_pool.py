@@ -429,6 +429,8 @@ def test_an_ignore_eos_request_with_the_cache_off_skips_the_projection_and_is_ne
          eos=False)
 @example(n=3, inp=600, out=10, ratio=0.05, interval=1, spec=False, cache=False, long=1, chunk=256, overlap=False,
          eos=True)
+@example(n=2, inp=538, out=3, ratio=0.05078125, interval=1, spec=False, cache=False, long=5, chunk=256, overlap=True,
+         eos=False)
 def test_swa_pool_invariants(n, inp, out, ratio, interval, spec, cache, long, chunk, overlap, eos):
     """INV-2/INV-8 for the SWA pool: 0 <= swa_used <= swa_capacity after every pass, equal to
     the requests' SWA slots; empty once every request finished. The first request's prompt
@@ -439,7 +441,12 @@ def test_swa_pool_invariants(n, inp, out, ratio, interval, spec, cache, long, ch
     extend batches free no SWA, and a chunk parked with nothing running is refused (SGLang
     waits forever there). With ``eos`` the requests are sent with ignore_eos: with the cache
     off they take ``add_one_req_ignore_eos``, which never cuts, so a first prompt whose SWA
-    peak exceeds the pool is refused at arrival instead."""
+    peak exceeds the pool is refused at arrival instead. A request may also be aborted out
+    of memory (sglang 0.5.23 ``ScheduleBatch.retract_decode``: the last request of the
+    batch cannot get its next decode's SWA even alone), the last example: the long prompt
+    decodes alone while the second request's chunks fill the SWA pool to its last slot
+    (a continuing chunk takes the free SWA less a page), and the decode check comes before
+    that pass's SWA eviction; SGLang aborts it there too."""
     kw = dict(speculative_algorithm="dspark", speculative_num_draft_tokens=4) if spec else {}
     s = sched(max_total_num_tokens=20_000, swa_full_tokens_ratio=ratio, swa_eviction_interval=interval,
               disable_radix_cache=not cache, chunked_prefill_size=chunk, enable_overlap_schedule=overlap, **kw)
@@ -461,7 +468,7 @@ def test_swa_pool_invariants(n, inp, out, ratio, interval, spec, cache, long, ch
         assert 0 <= s.kv.swa_used <= s.kv.swa_capacity
         assert s.kv.swa_used == swa_held(s)
     assert not s.has_work and s.kv.swa_used == 0
-    assert all(r.finished for r in s.reqs.values())
+    assert all(r.finished or (r.rid in s.oom_aborted and r.status is ReqStatus.FINISHED) for r in s.reqs.values())
 
 
 @pytest.mark.parametrize(("key", "value", "allowed"), [
