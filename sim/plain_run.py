@@ -149,7 +149,7 @@ class PlainRun:
 
     __slots__ = ("stop", "reqs", "rid_list", "num_merged", "rows", "x0", "fin", "last",
                  "bs0", "ctx0", "changes", "pbs0", "first_step", "used0", "peak0", "count_delayed", "min_fin",
-                 "_outcome", "page", "len0")
+                 "all_live", "_outcome", "page", "len0")
     spec = False
     window = 1
 
@@ -250,6 +250,7 @@ class PlainRun:
         run.used0 = kv.used
         run.peak0 = kv.peak
         run.min_fin = min_fin
+        run.all_live = nlive == m
         run.page, run.len0 = page, len0
 
         # where the run must end (scheduler side): an empty batch, a finish a client
@@ -484,6 +485,9 @@ class PlainRun:
         o = self._outcome
         if o is not None and o.n == n:
             return o
+        if n <= self.min_fin and self.all_live and self.page == 1:
+            o = self._outcome = self._outcome_running(n)
+            return o
         j = n - 1
         outs, held, done, kept, dev = [], [], [], [], []
         p_rids, p_pre, p_h, p_cap, p_out = [], [], [], [], []
@@ -570,6 +574,49 @@ class PlainRun:
         o.output = StepOutput.from_list(p_out)
         o.deliver = (spans, _both_from_ends(at_one, from_two, ends, n))
         self._outcome = o
+        return o
+
+    def _outcome_running(self, n: int) -> PlainOutcome:
+        """:meth:`outcome` where every request runs through the n iterations: each was live at
+        the start (:attr:`all_live`), none finishes in them (``n <= min_fin``) and the pool is
+        not paged. Then, for every request, with j = n - 1: f = c - d >= n, so its last plan
+        index x = f - drop >= n - 1 = j (it is in every plan P_0 .. P_j: k = n passes hold
+        it), h = d + j < c (not done; the device's count h + 1; P_j's output 1), its
+        deliveries run from a = 0 (in the forward in flight) or 1 to b = min(f, j) = j, no
+        finish frees a slot (no freed slots, no points, no ends) and the pool's use is
+        used0 + m n. The general loop's formulas with those branches decided, in one loop
+        without the tests; the same lists in the same order (tests/test_plain_run.py
+        compares both)."""
+        j = n - 1
+        outs, held, dev, p_pre, p_h, p_cap, spans = [], [], [], [], [], [], []
+        zeros = 0   # requests in the forward in flight (x0 > 0): they deliver from iteration 0
+        for _, _, c, d, _, rid, n_in, k0, x0, h0 in self.rows:
+            h = d + j
+            outs.append(h)
+            held.append(k0 + n)
+            dev.append(h + 1)
+            hj = h - 1 if j else h0
+            p_pre.append(n_in + hj)
+            p_h.append(hj)
+            p_cap.append(c)
+            if x0:
+                spans.append((rid, 0, j))
+                zeros += 1
+            elif j:
+                spans.append((rid, 1, j))
+        m = len(outs)
+        o = PlainOutcome()
+        o.n = n
+        o.outs, o.held, o.done, o.kept, o.device, o.finished = outs, held, [False] * m, list(self.reqs), dev, []
+        o.lens = None
+        used = self.used0 + m * n
+        o.used = used
+        o.peak = used if used > self.peak0 else self.peak0
+        o.plan = decode_plan(self.first_step + j, False, 1, self.rid_list, p_pre, p_h, p_cap)
+        o.output = StepOutput.from_list([1] * m)
+        # at_one: requests delivering at both 0 and 1; from_two: those whose last delivery
+        # is at >= 2 (every one with j >= 2)
+        o.deliver = (spans, _both_from_ends(zeros if j else 0, len(spans) if j >= 2 else 0, [], n))
         return o
 
     def delayed_passes(self, n: int) -> int:

@@ -131,6 +131,47 @@ def test_inv7_plain_run_is_the_decode_run_grid(server, kv, lens, arrive, max_ite
             break
 
 
+def _same_outcome(a, b) -> None:
+    """Two :class:`sim.plain_run.PlainOutcome` hold the same values (the kept requests the
+    same objects, in order)."""
+    assert (a.n, a.outs, a.held, a.done, a.device, a.used, a.peak, a.finished, a.lens) == (
+        b.n, b.outs, b.held, b.done, b.device, b.used, b.peak, b.finished, b.lens)
+    assert [id(r) for r in a.kept] == [id(r) for r in b.kept]
+    assert a.plan == b.plan and a.output.counts() == b.output.counts()
+    assert a.deliver == b.deliver
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(server=plain_servers, kv=st.integers(1_200, 40_000),
+       lens=st.lists(st.tuples(st.integers(1, 500), st.integers(1, 150)), min_size=1, max_size=20),
+       arrive=st.lists(st.integers(0, 30), min_size=20, max_size=20),
+       max_iters=st.integers(1, 300), seed=st.integers(0, 10_000))
+def test_the_outcome_of_a_stretch_without_finishes_is_the_general_one(server, kv, lens, arrive, max_iters, seed):
+    # PlainRun.outcome's loop for n iterations in which every request runs on (all live at
+    # the start, none finishing, no paged pool: _outcome_running) gives what its general
+    # loop gives, field by field, at every n where it applies
+    sc = make_scenario(dict(server, max_total_num_tokens=kv), seed=seed)
+    s, dev, pending = clockless_scheduler(sc, lens, arrive, seed)
+    in_flight = None
+    for p in range(2_000):
+        if in_flight is not None and s.decode_stretch(dev, *in_flight, max_iters, False, 10**9) is not None:
+            finishes_left = len(lens) - sum(r.status is ReqStatus.FINISHED for r in s.reqs.values())
+            plain, _ = _both(s, dev, in_flight, max_iters, False, finishes_left)
+            if plain is not None:
+                live = plain.all_live
+                assert live == all(f >= 0 for f in plain.fin)
+                for m in range(1, plain.stop + 1):
+                    plain._outcome = None
+                    got = plain.outcome(m)
+                    plain.all_live, plain._outcome = False, None    # the general loop
+                    want = plain.outcome(m)
+                    plain.all_live = live
+                    _same_outcome(got, want)
+        done, in_flight = arrive_and_pass(s, dev, pending, p, in_flight)
+        if done:
+            break
+
+
 def _check_walk(run: PlainRun, seed: int) -> None:
     """The lean walk (no per-iteration starts or waits kept) gives the detailed walk's times
     and, as running sums, the sums of its lists added in order; an event exactly at a host
