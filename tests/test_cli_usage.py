@@ -77,8 +77,12 @@ def test_ctrl_c_exits_130_with_one_line_and_writes_nothing(tmp_path):
     path = tmp_path / "long.yaml"
     path.write_text(text)
     out = tmp_path / "res"
+    # started as a shell starts it, Ctrl-C at its default: a child inherits an ignored SIGINT, and
+    # Python then installs no KeyboardInterrupt (a pytest-xdist worker had SIGINT ignored once its
+    # collection was done: the run went on to its end and exited 0)
     p = subprocess.Popen([sys.executable, "-m", "specsched", "run", str(path), "--out", str(out)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(3.0)  # past the imports, inside the simulation (which takes far longer)
     assert p.poll() is None, "finished before the signal: make the workload longer"
     p.send_signal(signal.SIGINT)
