@@ -15,8 +15,9 @@ pooled samples of all seeds (labelled "pooled"), its interval a bootstrap over s
 from __future__ import annotations
 
 import math
+import signal
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor, as_completed
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from specsched.analysis.stats import (
     pooled_pct_change_ci,
     seeds_to_resolve,
 )
+from specsched.analysis.stop_signals import completed, stop_signals
 from specsched.sim.config import with_value
 from specsched.sim.errors import ConfigError
 from specsched.sim.grid_range import write_labelled_warnings
@@ -254,10 +256,12 @@ def run_arms(
                 outcomes.append(execute(t))
                 bar.update()
         else:
-            futures = [executor.submit(execute, t) for t in tasks]
-            for f in as_completed(futures):
-                outcomes.append(f.result())
-                bar.update()
+            # Ctrl-C recorded and raised between waits, not inside the pool's locks (analysis/stop_signals.py)
+            with stop_signals((signal.SIGINT,)) as stop:
+                futures = [executor.submit(execute, t) for t in tasks]
+                for f in completed(futures, stop):
+                    outcomes.append(f.result())
+                    bar.update()
     finally:
         bar.close()
     # once for the whole comparison: per grid and axis, the largest value any run reached

@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ from specsched.analysis.compare import ARRIVAL_SPAN, OPEN_LOOP_KINDS
 from specsched.analysis.io import atomic_write_parquet, atomic_write_text, read_parquet_table
 from specsched.analysis.overrides import Layered, check_key, load_scenario_with_overrides
 from specsched.analysis.runner import Runner, RunOutcome, RunTask, execute
+from specsched.analysis.stop_signals import completed, stop_signals
 from specsched.analysis.sweep_store import (
     METRIC_COLUMNS,
     append_run,
@@ -341,42 +342,6 @@ def _worker_init(parent: int, streams: dict | None = None) -> None:
     threading.Thread(target=watch, daemon=True, name="parent-watch").start()
 
 
-class _Signals:
-    """SIGINT and SIGTERM while a sweep runs: the first raises KeyboardInterrupt (SIGTERM
-    is handled like Ctrl-C); once :meth:`hold` is called (the final save) they are only
-    recorded."""
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self.held = False
-
-    def __call__(self, signum: int, _frame: Any) -> None:
-        if self.received is None:
-            self.received = signum
-        if not self.held:
-            self.held = True
-            raise KeyboardInterrupt
-
-    def hold(self) -> None:
-        self.held = True
-
-
-@contextlib.contextmanager
-def _signals_interrupt() -> Any:
-    """Install :class:`_Signals` for SIGINT and SIGTERM (main thread only; elsewhere the
-    process's handlers stay), restoring the previous handlers on exit."""
-    sig = _Signals()
-    if threading.current_thread() is not threading.main_thread():
-        yield sig
-        return
-    old = {s: signal.signal(s, sig) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield sig
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
 def _stop_pool(ex: ProcessPoolExecutor) -> None:
     """Shut a process pool down now: queued runs cancelled, running workers terminated."""
     procs = list((getattr(ex, "_processes", None) or {}).values())
@@ -658,11 +623,11 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
         cancel = True
         bar = tqdm(total=len(tasks), desc="sweep", unit="run", disable=not progress)
         last = time.monotonic()
-        with _signals_interrupt() as sig:
+        with stop_signals() as sig:
             try:
                 futures = [ex.submit(execute, t) for t in tasks]
                 by_future = dict(zip(futures, tasks, strict=True))
-                for f in as_completed(futures):
+                for f in completed(futures, sig):
                     try:
                         o = f.result()
                     except Exception as e:  # noqa: BLE001 - worker died, pool broken, ...
@@ -677,10 +642,10 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
                         checkpoint()
                         last = time.monotonic()
                 cancel = False
-            except KeyboardInterrupt:
+                stopped_by = sig.received   # a signal after the last run finished still stops with its code
+            except KeyboardInterrupt:   # from completed(), or a runner's own (a thread pool's)
                 stopped_by = sig.received or signal.SIGINT
             finally:
-                sig.hold()  # a second Ctrl-C must not cut the final save short
                 bar.close()
                 # once for the sweep: per grid and axis, the largest value any run reached
                 labels = point_labels(ids)
