@@ -230,11 +230,16 @@ BAD_ANSWERS = textwrap.dedent('''
     ("schedule_policy", "answers.py:HoldsAll", "stalls the server"),  # Stalled traceback
     ("admission_delay", "answers.py:AlwaysDelays", "stalls the server"),
 ])
-def test_a_user_policy_answer_the_scheduler_cannot_use_is_one_line_exit_2(tmp_path, capsys, key, spec, fragment):
+def test_a_user_policy_answer_the_scheduler_cannot_use_is_one_line_exit_2(tmp_path, capsys, monkeypatch, key, spec,
+                                                                          fragment):
     """SGLang sorts its waiting queue in place (SchedulePolicy.calc_priority): an order
     cannot admit a request twice. A user order that returned one ended in 'stretch KV: ...'
     (a ledger check) deep in the run; None in a TypeError; one that never admits, or a delay
-    that always delays, in 'Stalled' tracebacks."""
+    that always delays, in 'Stalled' tracebacks. The idle passes before a stall is called are
+    cut to 1,000: at the 100,000 of a run the holding order took 30 s of the suite."""
+    from specsched.sim import engine
+
+    monkeypatch.setattr(engine, "IDLE_PASSES", 1_000)
     path = scenario(tmp_path, {})
     (tmp_path / "answers.py").write_text(BAD_ANSWERS)
     doc = yaml.safe_load(open(path))
