@@ -343,8 +343,19 @@ def _worker_init(parent: int, streams: dict | None = None) -> None:
 
 
 def _stop_pool(ex: ProcessPoolExecutor) -> None:
-    """Shut a process pool down now: queued runs cancelled, running workers terminated."""
+    """Shut a process pool down now: queued runs cancelled, running workers terminated.
+
+    A worker terminated midway through sending its result (a run's outcome, latency samples
+    included, is larger than a pipe holds, so it goes in several writes) leaves the pool's
+    manager thread reading the rest of that message from the result pipe. The pipe's write end
+    is held by this process too, so with the workers gone that read never ends, and the
+    interpreter's exit, which joins the manager thread (concurrent.futures.process
+    ``_python_exit``), waited forever: a sweep sent SIGTERM on a loaded machine saved its runs
+    and then never exited. Closing this process's write end once the workers are stopped
+    makes the read end with end-of-file; the manager thread then marks the pool broken and
+    returns, as it does when a worker dies between results."""
     procs = list((getattr(ex, "_processes", None) or {}).values())
+    results = getattr(ex, "_result_queue", None)   # shutdown() drops the executor's reference
     ex.shutdown(wait=False, cancel_futures=True)
     for p in procs:
         if p.is_alive():
@@ -354,6 +365,8 @@ def _stop_pool(ex: ProcessPoolExecutor) -> None:
         if p.is_alive():
             p.kill()
             p.join(5)
+    if results is not None:
+        results._writer.close()   # the manager thread only reads; the workers held the other write ends
 
 
 def check_point(scenario: Any, profiles: set[tuple[str, str]] | None = None) -> Any:

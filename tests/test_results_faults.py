@@ -203,6 +203,52 @@ def test_signal_saves_finished_runs_stops_workers_and_exits_128_plus_signal(tmp_
     assert not run_log_path(out).exists()
 
 
+HALF_SENT_CHILD = """
+import os, struct, sys, time
+from specsched.analysis.sweep import _resolve_executor, _stop_pool
+
+def half_sent_result(sent):
+    # a worker's result as far as a worker terminated midway through sending it got: the
+    # message's length, then a part of it, written to the pool's result pipe
+    frame = sys._getframe()
+    while frame.f_code.co_name != "_process_worker":
+        frame = frame.f_back
+    os.write(frame.f_locals["result_queue"]._writer.fileno(), struct.pack("!i", 1 << 20) + b"x" * 100)
+    open(sent, "w").close()
+    time.sleep(600)
+
+if __name__ == "__main__":
+    ex, owned = _resolve_executor(None, 1)
+    sent = sys.argv[1]
+    fut = ex.submit(half_sent_result, sent)
+    while not os.path.exists(sent):
+        time.sleep(0.05)
+    time.sleep(0.5)                   # the pool's manager thread reads it and waits for the rest
+    assert not fut.done()
+    _stop_pool(ex)
+    print("stopped", flush=True)
+"""
+
+
+def test_a_pool_stopped_while_a_worker_sends_its_result_lets_the_process_exit(tmp_path):
+    """A worker terminated midway through sending its result (a run's outcome is larger than a
+    pipe holds) left the pool's manager thread reading the rest of it; the process, joining
+    that thread at exit, then never ended (a sweep sent SIGTERM on a loaded machine)."""
+    script = tmp_path / "half_sent.py"
+    script.write_text(HALF_SENT_CHILD)
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "sent")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_env(), start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        out, err = "", "did not exit"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+    assert proc.returncode == 0 and out.strip() == "stopped", err[-3000:]
+
+
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process trees from /proc")
 def test_kill_9_of_a_sweep_loses_no_finished_run_and_leaves_no_worker(tmp_path):
     scenario = write_demo_scenario(tmp_path / "demo.yaml")
