@@ -617,9 +617,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
                                             out_dirs=out_dirs)
     except BaseException:
         if executor is not None:  # Ctrl-C: stop the workers now instead of finishing their runs
-            for proc in list(getattr(executor, "_processes", {}).values()):
-                proc.terminate()
-            executor.shutdown(wait=True, cancel_futures=True)
+            from specsched.analysis.stop_signals import stop_pool
+
+            stop_pool(executor)
             executor = None
         raise
     finally:

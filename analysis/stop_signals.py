@@ -8,7 +8,8 @@ a future's lock, the pool's manager thread blocks forever setting that future's 
 the process hangs at exit joining it (a sweep sent SIGTERM on a loaded 2-core machine did not
 exit within 60 s). Here the handler only records the signal; the waiting loop
 (:func:`completed`) looks at the record between short waits and raises KeyboardInterrupt itself,
-outside the pool's code.
+outside the pool's code. :func:`stop_pool` then stops the pool's workers without leaving the
+process a thread its exit would wait on forever.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import contextlib
 import signal
 import threading
 from collections.abc import Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
 POLL_S = 0.2
@@ -68,3 +69,30 @@ def completed(futures: Sequence[Future], stop: StopSignals, poll_s: float = POLL
             raise KeyboardInterrupt
         done, pending = wait(pending, timeout=poll_s, return_when=FIRST_COMPLETED)
         yield from sorted(done, key=index.__getitem__)
+
+
+def stop_pool(ex: ProcessPoolExecutor) -> None:
+    """Shut a process pool down now: queued runs cancelled, running workers terminated.
+
+    A worker terminated midway through sending its result (a run's outcome, latency samples
+    included, is larger than a pipe holds, so it goes in several writes) leaves the pool's
+    manager thread reading the rest of that message from the result pipe. The pipe's write end
+    is held by this process too, so with the workers gone that read never ends, and the
+    interpreter's exit, which joins the manager thread (concurrent.futures.process
+    ``_python_exit``), waited forever: a sweep sent SIGTERM on a loaded machine saved its runs
+    and then never exited. Closing this process's write end once the workers are stopped
+    makes the read end with end-of-file; the manager thread then marks the pool broken and
+    returns, as it does when a worker dies between results."""
+    procs = list((getattr(ex, "_processes", None) or {}).values())
+    results = getattr(ex, "_result_queue", None)   # shutdown() drops the executor's reference
+    ex.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(5)
+        if p.is_alive():
+            p.kill()
+            p.join(5)
+    if results is not None:
+        results._writer.close()   # the manager thread only reads; the workers held the other write ends

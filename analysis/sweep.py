@@ -46,7 +46,7 @@ from specsched.analysis.compare import ARRIVAL_SPAN, OPEN_LOOP_KINDS
 from specsched.analysis.io import atomic_write_parquet, atomic_write_text, read_parquet_table
 from specsched.analysis.overrides import Layered, check_key, load_scenario_with_overrides
 from specsched.analysis.runner import Runner, RunOutcome, RunTask, execute
-from specsched.analysis.stop_signals import completed, stop_signals
+from specsched.analysis.stop_signals import completed, stop_pool, stop_signals
 from specsched.analysis.sweep_store import (
     METRIC_COLUMNS,
     append_run,
@@ -318,7 +318,7 @@ def _close(things: list[Any], cancel: bool) -> None:
     for t in things:
         if isinstance(t, ProcessPoolExecutor):
             if cancel:
-                _stop_pool(t)
+                stop_pool(t)
             else:
                 t.shutdown(wait=True)
         elif isinstance(t, Executor):
@@ -340,33 +340,6 @@ def _worker_init(parent: int, streams: dict | None = None) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, daemon=True, name="parent-watch").start()
-
-
-def _stop_pool(ex: ProcessPoolExecutor) -> None:
-    """Shut a process pool down now: queued runs cancelled, running workers terminated.
-
-    A worker terminated midway through sending its result (a run's outcome, latency samples
-    included, is larger than a pipe holds, so it goes in several writes) leaves the pool's
-    manager thread reading the rest of that message from the result pipe. The pipe's write end
-    is held by this process too, so with the workers gone that read never ends, and the
-    interpreter's exit, which joins the manager thread (concurrent.futures.process
-    ``_python_exit``), waited forever: a sweep sent SIGTERM on a loaded machine saved its runs
-    and then never exited. Closing this process's write end once the workers are stopped
-    makes the read end with end-of-file; the manager thread then marks the pool broken and
-    returns, as it does when a worker dies between results."""
-    procs = list((getattr(ex, "_processes", None) or {}).values())
-    results = getattr(ex, "_result_queue", None)   # shutdown() drops the executor's reference
-    ex.shutdown(wait=False, cancel_futures=True)
-    for p in procs:
-        if p.is_alive():
-            p.terminate()
-    for p in procs:
-        p.join(5)
-        if p.is_alive():
-            p.kill()
-            p.join(5)
-    if results is not None:
-        results._writer.close()   # the manager thread only reads; the workers held the other write ends
 
 
 def check_point(scenario: Any, profiles: set[tuple[str, str]] | None = None) -> Any:

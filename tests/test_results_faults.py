@@ -205,7 +205,8 @@ def test_signal_saves_finished_runs_stops_workers_and_exits_128_plus_signal(tmp_
 
 HALF_SENT_CHILD = """
 import os, struct, sys, time
-from specsched.analysis.sweep import _resolve_executor, _stop_pool
+from specsched.analysis.stop_signals import stop_pool
+from specsched.analysis.sweep import _resolve_executor
 
 def half_sent_result(sent):
     # a worker's result as far as a worker terminated midway through sending it got: the
@@ -225,7 +226,7 @@ if __name__ == "__main__":
         time.sleep(0.05)
     time.sleep(0.5)                   # the pool's manager thread reads it and waits for the rest
     assert not fut.done()
-    _stop_pool(ex)
+    stop_pool(ex)
     print("stopped", flush=True)
 """
 
