@@ -617,9 +617,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
                                             out_dirs=out_dirs)
     except BaseException:
         if executor is not None:  # Ctrl-C: stop the workers now instead of finishing their runs
-            from specsched.analysis.stop_signals import stop_pool
+            import signal
 
-            stop_pool(executor)
+            from specsched.analysis.stop_signals import stop_pool, stop_signals
+
+            with stop_signals((signal.SIGINT,)):   # a second Ctrl-C must not cut the stop short
+                stop_pool(executor)
             executor = None
         raise
     finally:

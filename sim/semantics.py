@@ -100,7 +100,7 @@ class SemanticsRules(BaseModel):
     min(explicit, automatic value min(4, max(2, (max_running_requests + 5) // 6))), so an
     explicit value can only lower the automatic threshold, and the delay stays off below 8
     running requests. Either way a threshold <= 1 turns the delay off. Unset, both take the
-    automatic value."""
+    automatic value for DFLASH and DSPARK and leave the delay off for other algorithms."""
     swa_eviction_cadence: Literal["tokens", "forward_interval"] = "tokens"
     """Hybrid sliding-window models: when a request's SWA slots behind the window are freed
     (sim/kv_ledger.py ``evict_swa``). ``tokens`` (0.5.23 schedule_batch.py

@@ -126,6 +126,7 @@ def test_ignore_eos_requests_reserve_at_ratio_one():
 
 
 
+@settings(deadline=None)   # a loaded CI machine can deschedule one example past 200 ms
 @given(st.lists(st.tuples(st.integers(0, 20_000), st.integers(0, 20_000), st.booleans()), max_size=6),
        st.floats(0.0, 1.0), st.booleans())
 def test_running_reservation_clips_each_requests_remaining_output_at_4096(reqs, ratio, full):
