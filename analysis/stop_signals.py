@@ -62,18 +62,20 @@ def completed(futures: Sequence[Future], stop: StopSignals, poll_s: float = POLL
     lock each time, O(N^2) over a sweep: 10 s of CPU at 10,000 runs finishing one by one).
 
     Raises:
-        KeyboardInterrupt: once ``stop`` recorded a signal, before the next future is given
-            (futures already given were the caller's to handle; a signal after the last one is
-            the caller's to read in ``stop.received``).
+        KeyboardInterrupt: once ``stop`` recorded a signal, before the next future is given or,
+            after the last one, instead of ending (futures already given were the caller's to
+            handle): a signal as the last run finished still stops the caller.
     """
     finished: queue.SimpleQueue[Future] = queue.SimpleQueue()
     unique = list(dict.fromkeys(futures))
     for f in unique:
         f.add_done_callback(finished.put)   # called at once for a future already done
     left = len(unique)
-    while left:
+    while True:
         if stop.received is not None:
             raise KeyboardInterrupt
+        if not left:
+            return
         try:
             f = finished.get(timeout=poll_s)
         except queue.Empty:

@@ -628,8 +628,7 @@ def _run_locked(path: Path, out: Path, ids: list[str], scenarios: list[Any], see
                         checkpoint()
                         last = time.monotonic()
                 cancel = False
-                stopped_by = sig.received   # a signal after the last run finished still stops with its code
-            except KeyboardInterrupt:   # from completed(), or a runner's own (a thread pool's)
+            except KeyboardInterrupt:   # from completed() (a signal after the last run too), or a runner's own
                 stopped_by = sig.received or signal.SIGINT
             finally:
                 bar.close()

@@ -63,3 +63,16 @@ def test_installed_for_the_block_and_restored_after() -> None:
             time.sleep(0.01)
         assert stop.received == signal.SIGTERM
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_signal_recorded_as_the_last_future_is_handled_still_stops() -> None:
+    stop = StopSignals()
+    with ThreadPoolExecutor(1) as ex:
+        futures = [ex.submit(lambda: None) for _ in range(2)]
+        got = []
+        with pytest.raises(KeyboardInterrupt):
+            for f in completed(futures, stop, poll_s=0.01):
+                got.append(f)
+                if len(got) == 2:
+                    stop(signal.SIGINT, None)
+    assert len(got) == 2
