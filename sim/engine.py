@@ -434,8 +434,8 @@ class SimEngine(Clients, EngineStretch):
                 if op.kind == "schedule":
                     if ts_rows:
                         rec.pass_state(self._t, sched.num_running, len(sched.waiting), sched.kv.used)
-                    else:   # compact records count the pass; its state makes no row, so it is not read
-                        rec.pass_state(self._t, 0, 0, 0)
+                    else:   # compact records: no row, so the state is not read
+                        rec.count_pass()
                 dt = cost.host(op.kind, op.plan)
                 if dt > 0:
                     # _advance inlined (three host works per iteration): no generator
